@@ -1,0 +1,1 @@
+"""Secure code-execution sandboxes for RL post-training and coding-agent evaluation."""

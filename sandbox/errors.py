@@ -1,0 +1,76 @@
+"""Every platform failure is a :class:`SandboxError`.
+
+A non-zero exit, a timeout or an out-of-memory kill of *user code* is data in
+an :class:`~sandbox.results.ExecResult`, never an exception. The exceptions
+below are about the platform, the request or the configuration, and each also
+subclasses the builtin it resembles so callers can catch either::
+
+    SandboxError
+    ├── PolicyError(ValueError)           a policy file or value is refused
+    ├── LimitError(ValueError)            a request asks for more than its policy allows
+    ├── InvalidRequestError(ValueError)   a request is malformed (unknown language, bad path, ...)
+    ├── NotFoundError(LookupError)        a named policy, image or object does not exist
+    ├── CapacityError                     the pool is saturated; retry after ``retry_after`` s
+    ├── SandboxTimeoutError(TimeoutError) the platform itself did not answer in time
+    └── InfrastructureError(RuntimeError) the engine or a container failed
+        ├── EngineError                   the Docker engine refused or is unreachable
+        └── ContainerLostError            a container died or its runner stopped answering
+
+Messages say what to change.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Root of every error raised by the sandbox platform."""
+
+
+class PolicyError(SandboxError, ValueError):
+    """A policy file or value is refused.
+
+    ``source`` names the file (or ``<request>``), ``key`` the dotted key path.
+    """
+
+    def __init__(self, message: str, *, source: str = "<policy>", key: str = "") -> None:
+        self.source = source
+        self.key = key
+        self.reason = message
+        where = f"{source}: {key}: " if key else f"{source}: "
+        super().__init__(where + message)
+
+
+class LimitError(SandboxError, ValueError):
+    """A request asks for a limit above what its policy allows."""
+
+
+class InvalidRequestError(SandboxError, ValueError):
+    """A request is malformed: unknown language, bad file path, bad argument."""
+
+
+class NotFoundError(SandboxError, LookupError):
+    """A named policy, image or object does not exist."""
+
+
+class CapacityError(SandboxError):
+    """The pool is saturated and the wait queue is full."""
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class SandboxTimeoutError(SandboxError, TimeoutError):
+    """The platform itself (engine, runner) did not answer in time."""
+
+
+class InfrastructureError(SandboxError, RuntimeError):
+    """The engine or a container failed; never the fault of the user's code."""
+
+
+class EngineError(InfrastructureError):
+    """The Docker engine refused a request or cannot be reached."""
+
+
+class ContainerLostError(InfrastructureError):
+    """A container died, or its runner stopped answering, during an operation."""
