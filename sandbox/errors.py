@@ -14,7 +14,8 @@ subclasses the builtin it resembles so callers can catch either::
     ├── SandboxTimeoutError(TimeoutError) the platform itself did not answer in time
     └── InfrastructureError(RuntimeError) the engine or a container failed
         ├── EngineError                   the Docker engine refused or is unreachable
-        └── ContainerLostError            a container died or its runner stopped answering
+        ├── ContainerLostError            a container died or its runner stopped answering
+        └── ServiceUnreachableError(ConnectionError)  the client cannot reach the service
 
 Messages say what to change.
 """
@@ -74,3 +75,40 @@ class EngineError(InfrastructureError):
 
 class ContainerLostError(InfrastructureError):
     """A container died, or its runner stopped answering, during an operation."""
+
+
+class ServiceUnreachableError(InfrastructureError, ConnectionError):
+    """The SDK could not reach the service, or the connection broke."""
+
+
+# The wire contract: each error type has one HTTP status and one stable code.
+# Most specific first: the first matching row wins. The API answers with it and
+# the SDK turns a code back into the same exception type.
+ERROR_CODES: tuple[tuple[type[SandboxError], int, str], ...] = (
+    (PolicyError, 422, "policy_invalid"),
+    (LimitError, 422, "limit_exceeded"),
+    (InvalidRequestError, 422, "invalid_request"),
+    (NotFoundError, 404, "not_found"),
+    (CapacityError, 429, "capacity_exhausted"),
+    (SandboxTimeoutError, 504, "platform_timeout"),
+    (EngineError, 503, "engine_unavailable"),
+    (ContainerLostError, 503, "container_lost"),
+    (InfrastructureError, 503, "infrastructure_error"),
+    (SandboxError, 500, "sandbox_error"),
+)
+
+
+def status_and_code(exc: BaseException) -> tuple[int, str]:
+    """The HTTP status and stable code for ``exc`` (500 ``internal_error`` if not ours)."""
+    for kind, status, code in ERROR_CODES:
+        if isinstance(exc, kind):
+            return status, code
+    return 500, "internal_error"
+
+
+def error_for_code(code: str) -> type[SandboxError]:
+    """The exception type the API's error ``code`` stands for."""
+    for kind, _, known in ERROR_CODES:
+        if known == code:
+            return kind
+    return SandboxError

@@ -1,0 +1,43 @@
+"""The FastAPI application: lifespan owns the platform; routers per resource."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from sandbox.platform import Platform, PlatformSettings
+
+from . import errors
+from .middleware import BodyPolicy
+from .routers import health, pool, run
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: PlatformSettings | None = None) -> FastAPI:
+    """Build the app; the platform starts (policies checked, pool warmed) in the lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        platform = Platform(settings)
+        app.state.platform = platform
+        try:
+            await platform.start()
+            yield
+        finally:
+            await platform.close()
+
+    app = FastAPI(
+        title="Sandbox platform",
+        version="0.1.0",
+        summary="Secure code execution for RL post-training and coding-agent evaluation.",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.add_middleware(BodyPolicy)
+    for module in (run, pool, health):
+        app.include_router(module.router)
+    return app

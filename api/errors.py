@@ -1,0 +1,69 @@
+"""Error responses: status and code from sandbox.errors.ERROR_CODES; never a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sandbox.errors import CapacityError, SandboxError, status_and_code
+
+logger = logging.getLogger(__name__)
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response."""
+
+    code: str
+    message: str
+    detail: list[dict[str, object]] | None = None
+
+
+def _response(status: int, body: ErrorBody, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
+
+
+async def _sandbox_error(_: Request, exc: Exception) -> JSONResponse:
+    status, code = status_and_code(exc)
+    headers = None
+    if isinstance(exc, CapacityError):
+        headers = {"Retry-After": str(max(1, round(exc.retry_after)))}
+    if status >= 500:
+        logger.warning("%s: %s", code, exc)
+    return _response(status, ErrorBody(code=code, message=str(exc)), headers)
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    detail = [
+        {"loc": list(error.get("loc", ())), "msg": str(error.get("msg", "")), "type": error["type"]}
+        for error in exc.errors()
+    ]
+    message = "; ".join(f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in detail)
+    return _response(422, ErrorBody(code="invalid_request", message=message, detail=detail))
+
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return _response(exc.status_code, ErrorBody(code=code, message=str(exc.detail)))
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unexpected error", exc_info=exc)
+    return _response(500, ErrorBody(code="internal_error", message="internal error; see the log"))
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(SandboxError, _sandbox_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,47 @@
+"""``GET /healthz`` and ``GET /metrics``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel
+
+from sandbox import metrics
+
+from ..deps import PlatformDep
+
+router = APIRouter(tags=["health"])
+
+
+class Health(BaseModel):
+    status: str
+    policies: list[str]
+    images: dict[str, str]
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz(platform: PlatformDep) -> Health:
+    """Liveness: the service is up and its pool is running."""
+    return Health(status="ok", policies=list(platform.policy_names()), images=platform.images)
+
+
+@router.get("/metrics", response_class=Response)
+async def prometheus_metrics(platform: PlatformDep) -> Response:
+    """Prometheus text format: executions by status, latency histograms, pool sizes, queue depth."""
+    status = platform.pool.status()
+    metrics.observe_pool(
+        [
+            (
+                group.policy,
+                group.image,
+                {
+                    "idle": group.idle,
+                    "busy": group.busy,
+                    "starting": group.starting,
+                    "resetting": group.resetting,
+                },
+            )
+            for group in status.groups
+        ],
+        status.waiting,
+    )
+    return Response(metrics.exposition(), media_type="text/plain; version=0.0.4")

@@ -1,0 +1,19 @@
+"""``POST /v1/run``: run one program."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from sandbox.execution import RunRequest
+from sandbox.results import RunResult
+
+from ..deps import PlatformDep, TenantDep
+
+router = APIRouter(prefix="/v1", tags=["run"])
+
+
+@router.post("/run", response_model=RunResult)
+async def run(request: RunRequest, platform: PlatformDep, tenant: TenantDep) -> RunResult:
+    """Run ``code`` in ``language`` under ``policy``; user-code failures are statuses."""
+    result = await platform.execution.run(request, tenant=tenant)
+    return RunResult.from_exec(result)

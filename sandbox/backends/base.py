@@ -1,0 +1,71 @@
+"""The sandbox interface every backend implements, and the backend interface that makes them."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+
+from ..policy import Policy
+from ..results import ExecLimits, ExecResult
+
+WORKDIR = "/workspace"
+
+
+class Sandbox(ABC):
+    """One isolated container with a runner inside, bound to at most one tenant."""
+
+    id: str
+    image: str
+    policy: Policy
+
+    @abstractmethod
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        limits: ExecLimits,
+        stdin: bytes = b"",
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, bytes] | None = None,
+        fetch: Sequence[str] = (),
+        keep_processes: bool = False,
+    ) -> ExecResult:
+        """Run ``argv`` as the untrusted user after writing ``files`` (relative to ``cwd``).
+
+        A non-zero exit, a timeout or an OOM kill is reported in the result; an
+        exception means the platform failed (:class:`~sandbox.errors.SandboxError`).
+        """
+
+    @abstractmethod
+    async def reset(self) -> list[str]:
+        """Kill leftovers, wipe writable directories and verify; returns the problems found."""
+
+    @abstractmethod
+    async def ping(self) -> bool:
+        """True when the container and its runner answer."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Destroy the sandbox; idempotent."""
+
+    @property
+    @abstractmethod
+    def alive(self) -> bool:
+        """False once the sandbox is known to be dead or closed."""
+
+
+class Backend(ABC):
+    """Makes sandboxes from an image and a policy."""
+
+    @abstractmethod
+    async def create(self, image: str, policy: Policy) -> Sandbox:
+        """Start a new sandbox, ready for its first execution."""
+
+    @abstractmethod
+    async def remove_orphans(self) -> int:
+        """Remove sandboxes left by earlier runs of the service; returns how many."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Remove every sandbox this backend made; idempotent."""

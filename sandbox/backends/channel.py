@@ -1,0 +1,161 @@
+"""The host end of a runner's channel: the container's attached stdio, spoken asynchronously.
+
+docker-py's ``attach_socket`` is blocking; on the hot path we speak the Docker
+attach protocol directly over the engine's unix socket with asyncio: one HTTP
+``POST /containers/{id}/attach`` upgraded to a raw stream. What the container
+writes comes back multiplexed (an 8-byte header per chunk naming stdout or
+stderr); stdout carries the runner's frames, stderr its log.
+
+The container is created with ``StdinOnce``: when this connection closes
+(the service exits or is killed), the runner sees end of file, exits, and the
+container removes itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import struct
+from typing import Any
+
+from ..errors import ContainerLostError, EngineError, SandboxTimeoutError
+from ..runner.protocol import HEADER, MAX_FRAME_BYTES, decode_body, encode_frame
+
+logger = logging.getLogger(__name__)
+
+_MUX_HEADER = struct.Struct(">BxxxI")
+_STDOUT, _STDERR = 1, 2
+_MAX_RUNNER_LOG_LINE = 4096
+
+
+class RunnerChannel:
+    """Request/response over one container's attached stdio; one request at a time."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._name = name
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self._pending: asyncio.Future[dict[str, Any]] | None = None
+        self._buffer = bytearray()
+        self._log = bytearray()
+        self._closed_reason: str | None = None
+        self._task = asyncio.create_task(self._read_loop(), name=f"runner-channel-{name}")
+
+    @classmethod
+    async def attach(cls, socket_path: str, api_version: str, container_id: str) -> RunnerChannel:
+        """Attach to a created (not necessarily started) container's stdio."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(socket_path, limit=1 << 20)
+        except OSError as exc:
+            raise EngineError(f"cannot reach the Docker engine at {socket_path}: {exc}") from exc
+        request = (
+            f"POST /v{api_version}/containers/{container_id}/attach"
+            "?stream=1&stdin=1&stdout=1&stderr=1 HTTP/1.1\r\n"
+            "Host: docker\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n"
+            "Content-Length: 0\r\n\r\n"
+        )
+        writer.write(request.encode())
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        status_line = head.split(b"\r\n", 1)[0].decode(errors="replace")
+        if " 101 " not in status_line and " 200 " not in status_line:
+            writer.close()
+            raise EngineError(f"attach to container {container_id[:12]} refused: {status_line}")
+        return cls(reader, writer, container_id[:12])
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_reason is not None
+
+    async def call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait for its reply; raises if the runner is gone or silent."""
+        async with self._lock:
+            if self._closed_reason is not None:
+                raise ContainerLostError(f"runner {self._name} is gone: {self._closed_reason}")
+            request_id = next(self._ids)
+            future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._pending = future
+            try:
+                self._writer.write(encode_frame({**message, "id": request_id}))
+                await self._writer.drain()
+                reply = await asyncio.wait_for(future, timeout)
+            except TimeoutError:
+                self._fail("runner did not answer in time")
+                raise SandboxTimeoutError(
+                    f"runner {self._name} did not answer within {timeout:.1f} s"
+                ) from None
+            except (ConnectionError, OSError) as exc:
+                self._fail(f"channel broke: {exc}")
+                raise ContainerLostError(f"runner {self._name} channel broke: {exc}") from exc
+            finally:
+                self._pending = None
+            if reply.get("id") != request_id:
+                self._fail("reply out of order")
+                raise ContainerLostError(f"runner {self._name} answered out of order")
+            return reply
+
+    async def close(self) -> None:
+        """Close the connection (the runner then exits); idempotent."""
+        self._fail("closed by the service")
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+        with contextlib.suppress(Exception):
+            self._writer.close()
+            await self._writer.wait_closed()
+
+    def _fail(self, reason: str) -> None:
+        if self._closed_reason is None:
+            self._closed_reason = reason
+        if self._pending is not None and not self._pending.done():
+            self._pending.set_exception(
+                ContainerLostError(f"runner {self._name} is gone: {self._closed_reason}")
+            )
+        self._writer.close()
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                header = await self._reader.readexactly(_MUX_HEADER.size)
+                stream, size = _MUX_HEADER.unpack(header)
+                payload = await self._reader.readexactly(size)
+                if stream == _STDOUT:
+                    self._buffer += payload
+                    self._deliver()
+                elif stream == _STDERR:
+                    self._runner_log(payload)
+        except asyncio.IncompleteReadError:
+            self._fail("the container's output ended (runner exited)")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.exception("runner channel %s failed", self._name)
+            self._fail(f"channel error: {exc}")
+
+    def _deliver(self) -> None:
+        while len(self._buffer) >= HEADER.size:
+            (size,) = HEADER.unpack_from(self._buffer)
+            if size > MAX_FRAME_BYTES:
+                raise ValueError(f"frame of {size} bytes from runner")
+            if len(self._buffer) < HEADER.size + size:
+                return
+            body = bytes(self._buffer[HEADER.size : HEADER.size + size])
+            del self._buffer[: HEADER.size + size]
+            message = decode_body(body)
+            if self._pending is not None and not self._pending.done():
+                self._pending.set_result(message)
+            else:
+                logger.warning("runner %s sent an unexpected frame", self._name)
+
+    def _runner_log(self, payload: bytes) -> None:
+        self._log += payload
+        *lines, rest = self._log.split(b"\n")
+        self._log = bytearray(rest[-_MAX_RUNNER_LOG_LINE:])
+        for line in lines:
+            logger.warning("runner %s: %s", self._name, line.decode(errors="replace")[:4096])

@@ -1,0 +1,365 @@
+"""Sandboxes as locked-down Docker containers, each with a persistent runner inside.
+
+Every container gets the secure defaults of the security model: the runner
+starts as root holding only SETUID, SETGID and KILL (to drop to the untrusted
+uid and to kill it); untrusted code runs as the policy's uid with no
+capability at all; no-new-privileges, read-only root, size- and inode-capped
+tmpfs for the writable paths, no network, memory with swap equal to memory,
+CPU quota, pids limit, nofile/fsize/core ulimits, docker-init reaping zombies,
+no log driver, and labels naming the owning service process so that leftovers
+of a crashed service can be found and removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+import docker
+import docker.errors
+import psutil
+from docker.types import LogConfig, Mount, Ulimit
+
+from ..errors import ContainerLostError, EngineError, NotFoundError
+from ..policy import Policy
+from ..results import ExecLimits, ExecResult, ExecStatus, ResourceUsage
+from .base import WORKDIR, Backend, Sandbox
+from .channel import RunnerChannel
+
+logger = logging.getLogger(__name__)
+
+LABEL_MANAGED = "sandbox-platform.managed"
+LABEL_OWNER = "sandbox-platform.owner"
+LABEL_POLICY = "sandbox-platform.policy"
+LABEL_POLICY_DIGEST = "sandbox-platform.policy-digest"
+
+RUNNER_CAPABILITIES = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "FOWNER")
+RUNNER_DIR = "/opt/sandbox"
+TMP_DIR = "/tmp"
+SHM_DIR = "/dev/shm"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MiB = 1 << 20
+
+# How long the runner may take to answer beyond the execution's own wall limit.
+REPLY_MARGIN_S = 10.0
+HELLO_TIMEOUT_S = 30.0
+RESET_TIMEOUT_S = 15.0
+
+
+def owner_label() -> str:
+    """``host:pid:start-time`` of this process: unique, and checkable for liveness later."""
+    me = psutil.Process()
+    return f"{socket.gethostname()}:{me.pid}:{me.create_time():.3f}"
+
+
+def _owner_alive(label: str) -> bool:
+    host, _, rest = label.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != socket.gethostname():
+        return True  # another machine's service: not ours to judge
+    try:
+        process = psutil.Process(int(pid_text))
+        return f"{process.create_time():.3f}" == started
+    except (psutil.NoSuchProcess, ValueError):
+        return False
+
+
+def _tmpfs_options(size_mb: int, inodes: int, mode: str, uid: int = 0, gid: int = 0) -> str:
+    return f"rw,nosuid,nodev,size={size_mb}m,nr_inodes={inodes},uid={uid},gid={gid},mode={mode}"
+
+
+def container_settings(image: str, policy: Policy, owner: str) -> dict[str, Any]:
+    """The create-container arguments for ``policy``; pure, so tests can inspect it."""
+    res, fs, user = policy.resources, policy.filesystem, policy.user
+    tmpfs = {
+        WORKDIR: _tmpfs_options(
+            fs.workspace.size_mb, fs.workspace.inodes, "0755", user.uid, user.gid
+        ),
+        TMP_DIR: _tmpfs_options(fs.tmp.size_mb, fs.tmp.inodes, "1777"),
+    }
+    for extra in fs.extra_tmpfs:
+        tmpfs[extra.path] = _tmpfs_options(extra.size_mb, extra.inodes, "0755", user.uid, user.gid)
+    writable = [f"{WORKDIR}:755", f"{TMP_DIR}:1777", f"{SHM_DIR}:1777"]
+    writable += [f"{extra.path}:755" for extra in fs.extra_tmpfs]
+    command = ["python3", "-m", "runner", "--uid", str(user.uid), "--gid", str(user.gid)]
+    for spec in writable:
+        command += ["--dir", spec]
+    memory = res.memory_mb * MiB
+    host_config = {
+        "read_only": fs.read_only_root,
+        "cap_drop": ["ALL"],
+        "cap_add": list(RUNNER_CAPABILITIES),
+        "security_opt": ["no-new-privileges:true"],
+        "network_mode": "none",
+        "ipc_mode": "private",
+        "mem_limit": memory,
+        "memswap_limit": memory + res.swap_mb * MiB,
+        "nano_cpus": int(res.cpus * 1e9),
+        "pids_limit": res.pids,
+        "ulimits": [
+            Ulimit(name="nofile", soft=res.open_files, hard=res.open_files),
+            Ulimit(name="fsize", soft=res.file_size_mb * MiB, hard=res.file_size_mb * MiB),
+            Ulimit(name="core", soft=0, hard=0),
+        ],
+        "tmpfs": tmpfs,
+        "shm_size": fs.shm_mb * MiB,
+        "mounts": [
+            Mount(target=m.target, source=m.source, type="bind", read_only=True) for m in fs.mounts
+        ],
+        "init": True,
+        "log_config": LogConfig(type="none"),
+        "auto_remove": True,
+        "runtime": policy.runtime,
+    }
+    return {
+        "image": image,
+        "command": command,
+        "working_dir": RUNNER_DIR,
+        "user": "0:0",
+        "hostname": "sandbox",
+        "environment": {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"},
+        "stdin_open": True,
+        "detach": False,  # makes docker-py set StdinOnce: stdin closes when we detach
+        "network_disabled": True,
+        "labels": {
+            LABEL_MANAGED: "1",
+            LABEL_OWNER: owner,
+            LABEL_POLICY: policy.name,
+            LABEL_POLICY_DIGEST: policy.digest,
+        },
+        "host_config": host_config,
+    }
+
+
+def _engine_socket() -> str:
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    parsed = urlparse(host)
+    if parsed.scheme != "unix":
+        raise EngineError(
+            f"DOCKER_HOST={host}: the runner channel needs the engine's unix socket; "
+            "run the service on the Docker host"
+        )
+    return parsed.path
+
+
+class DockerSandbox(Sandbox):
+    """A running container and the channel to its runner."""
+
+    def __init__(
+        self, backend: DockerBackend, container_id: str, image: str, policy: Policy
+    ) -> None:
+        self.id = container_id
+        self.image = image
+        self.policy = policy
+        self._backend = backend
+        self._channel: RunnerChannel | None = None
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self._channel is not None and not self._channel.closed
+
+    async def _call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self._channel is None or self._closed:
+            raise ContainerLostError(f"sandbox {self.id[:12]} is closed")
+        reply = await self._channel.call(message, timeout)
+        if not reply.get("ok"):
+            raise ContainerLostError(f"runner in {self.id[:12]} failed: {reply.get('error')}")
+        return reply
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        limits: ExecLimits,
+        stdin: bytes = b"",
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, bytes] | None = None,
+        fetch: Sequence[str] = (),
+        keep_processes: bool = False,
+    ) -> ExecResult:
+        message = {
+            "op": "exec",
+            "argv": list(argv),
+            "cwd": cwd,
+            "env": dict(env or {}),
+            "stdin": base64.b64encode(stdin).decode(),
+            "files": [
+                {"path": path, "data": base64.b64encode(data).decode()}
+                for path, data in (files or {}).items()
+            ],
+            "limits": {
+                "wall_s": limits.wall_s,
+                "cpu_s": limits.cpu_s,
+                "stdout_bytes": limits.stdout_bytes,
+                "stderr_bytes": limits.stderr_bytes,
+                "nofile": limits.nofile,
+                "fsize_bytes": limits.fsize_bytes,
+                **({"memory_bytes": limits.memory_bytes} if limits.memory_bytes else {}),
+            },
+            "fetch": list(fetch),
+            "keep_processes": keep_processes,
+        }
+        reply = await self._call(message, limits.wall_s + REPLY_MARGIN_S)
+        return _result_from_reply(reply, argv)
+
+    async def reset(self) -> list[str]:
+        reply = await self._call({"op": "reset"}, RESET_TIMEOUT_S)
+        problems: list[str] = reply.get("problems", [])
+        return problems
+
+    async def ping(self) -> bool:
+        if not self.alive:
+            return False
+        try:
+            await self._call({"op": "ping"}, 5.0)
+        except Exception:
+            return False
+        return True
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._channel is not None:
+            await self._channel.close()
+        await self._backend.remove_container(self.id)
+
+    async def start(self) -> None:
+        """Attach to the created container, start it and wait for its runner's hello."""
+        self._channel = await RunnerChannel.attach(
+            self._backend.socket_path, self._backend.api_version, self.id
+        )
+        await self._backend.start_container(self.id)
+        reply = await self._call({"op": "hello"}, HELLO_TIMEOUT_S)
+        logger.debug("sandbox %s ready: %s", self.id[:12], reply)
+
+
+def _result_from_reply(reply: dict[str, Any], argv: Sequence[str]) -> ExecResult:
+    status = reply["status"]
+    if status == "setup_error":
+        failure = reply.get("setup_error") or {}
+        if failure.get("kind") == "not_found":
+            raise NotFoundError(
+                f"{argv[0]!r} is not installed in this sandbox image: {failure.get('error')}"
+            )
+        raise ContainerLostError(f"could not start {argv[0]!r}: {failure.get('error')}")
+    files: dict[str, bytes] = {}
+    file_errors: dict[str, str] = {}
+    for path, entry in (reply.get("files") or {}).items():
+        if "data" in entry:
+            files[path] = base64.b64decode(entry["data"])
+        else:
+            file_errors[path] = entry.get("error", "unreadable")
+    return ExecResult(
+        status=ExecStatus(status),
+        exit_code=reply.get("exit_code"),
+        signal=reply.get("signal"),
+        stdout=base64.b64decode(reply["stdout"]),
+        stderr=base64.b64decode(reply["stderr"]),
+        stdout_truncated=reply["stdout_truncated"],
+        stderr_truncated=reply["stderr_truncated"],
+        usage=ResourceUsage(
+            wall_s=reply["wall_s"],
+            cpu_s=reply["cpu_s"],
+            peak_memory_bytes=reply.get("peak_memory_bytes"),
+        ),
+        reason=reply.get("reason"),
+        files=files,
+        file_errors=file_errors,
+    )
+
+
+class DockerBackend(Backend):
+    """Creates and removes sandbox containers on the local Docker engine."""
+
+    def __init__(self, client: docker.DockerClient | None = None) -> None:
+        try:
+            self.client = client or docker.from_env()
+            self.api_version = self.client.api.api_version
+        except docker.errors.DockerException as exc:
+            raise EngineError(
+                f"cannot reach the Docker engine ({exc}); run `sandbox engine ensure`"
+            ) from exc
+        self.socket_path = _engine_socket()
+        self.owner = owner_label()
+        self._live: set[str] = set()
+
+    async def create(self, image: str, policy: Policy) -> DockerSandbox:
+        settings = container_settings(image, policy, self.owner)
+        host_config = self.client.api.create_host_config(**settings.pop("host_config"))
+
+        def _create() -> str:
+            try:
+                created = self.client.api.create_container(**settings, host_config=host_config)
+            except docker.errors.ImageNotFound as exc:
+                raise NotFoundError(
+                    f"image {image} is not built; run `sandbox images build`"
+                ) from exc
+            except docker.errors.APIError as exc:
+                raise EngineError(f"cannot create a container from {image}: {exc}") from exc
+            return str(created["Id"])
+
+        container_id = await asyncio.to_thread(_create)
+        self._live.add(container_id)
+        sandbox = DockerSandbox(self, container_id, image, policy)
+        try:
+            await sandbox.start()
+        except BaseException:
+            await sandbox.close()
+            raise
+        return sandbox
+
+    async def start_container(self, container_id: str) -> None:
+        try:
+            await asyncio.to_thread(self.client.api.start, container_id)
+        except docker.errors.APIError as exc:
+            raise EngineError(f"cannot start container {container_id[:12]}: {exc}") from exc
+
+    async def remove_container(self, container_id: str) -> None:
+        """Force-remove a container; a container already gone is fine."""
+        self._live.discard(container_id)
+
+        def _remove() -> None:
+            with contextlib.suppress(docker.errors.NotFound):
+                try:
+                    self.client.api.remove_container(container_id, force=True)
+                except docker.errors.APIError as exc:
+                    if exc.status_code != 409:  # 409: removal already in progress
+                        raise
+
+        try:
+            await asyncio.to_thread(_remove)
+        except docker.errors.APIError as exc:
+            logger.warning("could not remove container %s: %s", container_id[:12], exc)
+
+    def _managed(self) -> list[dict[str, Any]]:
+        containers: list[dict[str, Any]] = self.client.api.containers(
+            all=True, filters={"label": f"{LABEL_MANAGED}=1"}
+        )
+        return containers
+
+    async def remove_orphans(self) -> int:
+        containers = await asyncio.to_thread(self._managed)
+        orphans = [
+            c["Id"]
+            for c in containers
+            if not _owner_alive(c.get("Labels", {}).get(LABEL_OWNER, ""))
+        ]
+        await asyncio.gather(*(self.remove_container(cid) for cid in orphans))
+        if orphans:
+            logger.info("removed %d containers left by an earlier run", len(orphans))
+        return len(orphans)
+
+    async def close(self) -> None:
+        containers = await asyncio.to_thread(self._managed)
+        mine = {c["Id"] for c in containers if c["Labels"].get(LABEL_OWNER) == self.owner}
+        await asyncio.gather(*(self.remove_container(cid) for cid in mine | self._live))

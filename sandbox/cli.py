@@ -1,0 +1,344 @@
+"""The ``sandbox`` command.
+
+Each subcommand is one ``_cmd_*`` function taking the parsed arguments and
+returning the exit code; :func:`_build_parser` registers them. To add one,
+write the function and register it in a ``_register_*`` helper there.
+A :class:`~sandbox.errors.SandboxError` prints its message on stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sandbox.errors import InvalidRequestError, SandboxError
+
+logger = logging.getLogger("sandbox.cli")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_ERROR = 2
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+# --------------------------------------------------------------------------- engine
+
+
+def _cmd_engine_ensure(args: argparse.Namespace) -> int:
+    from sandbox.engine import ensure_engine
+
+    ensure_engine()
+    return EXIT_OK
+
+
+def _cmd_engine_status(args: argparse.Namespace) -> int:
+    from sandbox.engine import engine_status
+
+    status = engine_status()
+    sys.stdout.write(json.dumps(status, indent=2, sort_keys=True) + "\n")
+    return EXIT_OK if status["running"] else EXIT_FAILED
+
+
+def _register_engine(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    engine = commands.add_parser("engine", help="the Docker engine the sandboxes run on")
+    sub = engine.add_subparsers(dest="engine_command", metavar="ACTION", required=True)
+    ensure = sub.add_parser(
+        "ensure",
+        help="install and start dockerd with the gVisor runtimes if needed (idempotent)",
+    )
+    ensure.set_defaults(handler=_cmd_engine_ensure)
+    status = sub.add_parser("status", help="print the engine's state as JSON (exit 1 if down)")
+    status.set_defaults(handler=_cmd_engine_status)
+
+
+# --------------------------------------------------------------------------- images
+
+
+def _cmd_images_build(args: argparse.Namespace) -> int:
+    from sandbox.images import build_images
+
+    tags = build_images(args.names or None, base=args.base)
+    for tag in tags:
+        sys.stdout.write(tag + "\n")
+    return EXIT_OK
+
+
+def _cmd_images_list(args: argparse.Namespace) -> int:
+    from sandbox.images import list_images
+
+    missing = 0
+    for row in list_images():
+        for entry in row["tags"]:
+            state = "built" if entry["built"] else "missing"
+            if not entry["built"] and entry["base"] == "debootstrap":
+                missing += 1
+            sys.stdout.write(f"{entry['tag']:<32} {entry['base']:<12} {state}\n")
+        for tag in row["stale"]:
+            sys.stdout.write(f"{tag:<32} {'':<12} stale\n")
+    return EXIT_FAILED if missing else EXIT_OK
+
+
+def _register_images(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sandbox.images import BASE_KINDS
+
+    images = commands.add_parser("images", help="the sandbox images (built locally)")
+    sub = images.add_subparsers(dest="images_command", metavar="ACTION", required=True)
+    build = sub.add_parser("build", help="build the images whose sources changed")
+    build.add_argument(
+        "--base",
+        choices=BASE_KINDS,
+        default="debootstrap",
+        help="debootstrap: a local Debian base (needs root, no registry); "
+        "registry: FROM debian:bookworm-slim (default: %(default)s)",
+    )
+    build.add_argument("names", nargs="*", metavar="NAME", help="images to build (default: all)")
+    build.set_defaults(handler=_cmd_images_build)
+    listing = sub.add_parser(
+        "list", help="which tags the current sources need, and which exist (exit 1 if missing)"
+    )
+    listing.set_defaults(handler=_cmd_images_list)
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.app import create_app
+    from sandbox.platform import PlatformSettings
+
+    settings = PlatformSettings(
+        policies_dir=args.policies,
+        warm=args.warm if args.warm is not None else ["default"],
+        max_waiters=args.max_waiting,
+        start_concurrency=args.start_concurrency,
+    )
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        logger.warning(
+            "serving on %s: anyone who can reach it can run code (API keys arrive later)",
+            args.host,
+        )
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level="debug" if args.verbose else "info",
+        access_log=args.access_log,
+    )
+    return EXIT_OK
+
+
+def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sandbox.platform import DEFAULT_POLICIES_DIR
+    from sandbox.pool import DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY
+
+    serve = commands.add_parser("serve", help="run the HTTP service with a warm pool")
+    serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    serve.add_argument(
+        "--policies", type=Path, default=DEFAULT_POLICIES_DIR, help="policy directory"
+    )
+    serve.add_argument(
+        "--warm",
+        action="append",
+        default=None,
+        metavar="POLICY",
+        help="policy to pre-warm at start (repeatable; default: default)",
+    )
+    serve.add_argument("--max-waiting", type=int, default=DEFAULT_MAX_WAITERS)
+    serve.add_argument("--start-concurrency", type=int, default=DEFAULT_START_CONCURRENCY)
+    serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.set_defaults(handler=_cmd_serve)
+
+
+# --------------------------------------------------------------------------- run
+
+_EXTENSIONS = {".py": "python", ".sh": "bash"}
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from sandbox.execution import RunRequest
+    from sandbox.results import ExecStatus, RunResult
+
+    path: Path = args.file
+    code = path.read_text()
+    language = args.language or _EXTENSIONS.get(path.suffix)
+    if language is None:
+        raise InvalidRequestError(f"cannot tell the language of {path.name}; pass --language")
+    stdin = args.stdin.read_text() if args.stdin else ""
+    if args.url:
+        from sandbox.client import SandboxClient
+
+        with SandboxClient(args.url) as client:
+            result = client.run(
+                code, language=language, stdin=stdin, args=args.args, policy=args.policy
+            )
+    else:
+        request = RunRequest(language=language, code=code, stdin=stdin, args=args.args)
+        result = RunResult.from_exec(asyncio.run(_run_locally(request, args.policy)))
+    if args.json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        if result.status not in (ExecStatus.OK, ExecStatus.NONZERO_EXIT):
+            detail = result.error or result.reason or ""
+            sys.stderr.write(f"sandbox: {result.status.value} {detail}\n")
+    if result.status is ExecStatus.INFRA_ERROR:
+        return EXIT_ERROR
+    return result.exit_code if result.exit_code is not None else EXIT_FAILED
+
+
+async def _run_locally(request: Any, policy_ref: str) -> Any:
+    """Run one request on a private, unwarmed platform with the given policy file or name."""
+    from sandbox.platform import DEFAULT_POLICIES_DIR, Platform, PlatformSettings
+    from sandbox.policy import load_policy
+
+    policy_path = Path(policy_ref)
+    if not policy_path.suffix:
+        policy_path = DEFAULT_POLICIES_DIR / f"{policy_ref}.yaml"
+    policy = load_policy(policy_path)
+    platform = Platform(PlatformSettings(warm=[]), policies={policy.name: policy})
+    await platform.start()
+    try:
+        return await platform.execution.run(
+            request.model_copy(update={"policy": policy.name}), tenant="cli"
+        )
+    finally:
+        await platform.close()
+
+
+def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = commands.add_parser("run", help="run a program in a sandbox and print its output")
+    run.add_argument("file", type=Path, help="the program (.py or .sh, or pass --language)")
+    run.add_argument("args", nargs="*", help="arguments for the program")
+    run.add_argument("--language", help="python or bash (default: from the file's extension)")
+    run.add_argument(
+        "--policy",
+        default="default",
+        help="a policy file, or a policy name from policies/ (default: %(default)s)",
+    )
+    run.add_argument("--stdin", type=Path, help="a file to feed on standard input")
+    run.add_argument("--url", help="run through this service instead of a local engine")
+    run.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    run.set_defaults(handler=_cmd_run)
+
+
+# --------------------------------------------------------------------------- policy
+
+
+def _cmd_policy_check(args: argparse.Namespace) -> int:
+    from sandbox.policy import lint_policy, load_policy
+
+    failed = 0
+    for path in args.files:
+        try:
+            policy = load_policy(path)
+        except SandboxError as exc:
+            sys.stderr.write(f"refused: {exc}\n")
+            failed += 1
+            continue
+        sys.stdout.write(f"ok: {path} (policy {policy.name!r}, digest {policy.digest[:12]})\n")
+        for warning in lint_policy(policy):
+            sys.stdout.write(f"  warning: {warning}\n")
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+def _register_policy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    policy = commands.add_parser("policy", help="security policies (YAML)")
+    sub = policy.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
+    check = sub.add_parser("check", help="validate and lint policy files (exit 2 if refused)")
+    check.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    check.set_defaults(handler=_cmd_policy_check)
+
+
+# --------------------------------------------------------------------------- pool
+
+
+def _cmd_pool_status(args: argparse.Namespace) -> int:
+    from sandbox.client import SandboxClient
+
+    with SandboxClient(args.url) as client:
+        status = client.pool()
+    if args.json:
+        sys.stdout.write(status.model_dump_json(indent=2) + "\n")
+        return EXIT_OK
+    header = f"{'POLICY':<12} {'IMAGE':<30} {'IDLE':>4} {'BUSY':>4} {'START':>5} {'RESET':>5}"
+    sys.stdout.write(header + f" {'WAIT':>4} {'WARM':>4} {'MAX':>4}\n")
+    for g in status.groups:
+        sys.stdout.write(
+            f"{g.policy:<12} {g.image:<30} {g.idle:>4} {g.busy:>4} {g.starting:>5} "
+            f"{g.resetting:>5} {g.waiting:>4} {g.warm_target:>4} {g.max:>4}\n"
+        )
+    return EXIT_OK
+
+
+def _register_pool(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sandbox.client import DEFAULT_URL
+
+    pool = commands.add_parser("pool", help="the running service's warm pool")
+    sub = pool.add_subparsers(dest="pool_command", metavar="ACTION", required=True)
+    status = sub.add_parser("status", help="print the pool's counts")
+    status.add_argument("--url", default=DEFAULT_URL, help="service URL (default: %(default)s)")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_cmd_pool_status)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sandbox", description="Secure code-execution sandboxes on Docker."
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log debug detail (build steps, apt output)"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _register_engine(commands)
+    _register_images(commands)
+    _register_serve(commands)
+    _register_run(commands)
+    _register_policy(commands)
+    _register_pool(commands)
+    return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    # Every HTTP request of docker-py would be logged at debug: keep that out.
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    logging.getLogger("docker").setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``sandbox`` console script; returns the exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except SandboxError as exc:
+        sys.stderr.write(f"sandbox: error: {exc}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("sandbox: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

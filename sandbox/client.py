@@ -1,0 +1,228 @@
+"""The SDK: sync and async clients of the HTTP service, over httpx.
+
+    from sandbox.client import SandboxClient
+    with SandboxClient("http://127.0.0.1:8000") as client:
+        result = client.run("print(sum(range(10)))")
+        print(result.status, result.stdout)
+
+Errors come back as the same exception types the service raised (looked up by
+the stable error code), so ``except LimitError`` works on both sides. A 429 is
+retried after its Retry-After, up to ``max_retries`` times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from .errors import (
+    CapacityError,
+    SandboxError,
+    SandboxTimeoutError,
+    ServiceUnreachableError,
+    error_for_code,
+)
+from .pool import PoolStatus
+from .results import RunResult
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_RETRIES = 3
+MAX_RETRY_WAIT_S = 30.0
+
+
+def _run_payload(
+    code: str,
+    language: str,
+    stdin: str,
+    args: Sequence[str],
+    files: Mapping[str, str] | None,
+    env: Mapping[str, str] | None,
+    policy: str,
+    limits: Mapping[str, Any] | None,
+    fetch_files: Sequence[str],
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {"language": language, "code": code, "policy": policy}
+    if stdin:
+        payload["stdin"] = stdin
+    if args:
+        payload["args"] = list(args)
+    if files:
+        payload["files"] = dict(files)
+    if env:
+        payload["env"] = dict(env)
+    if limits:
+        payload["limits"] = dict(limits)
+    if fetch_files:
+        payload["fetch_files"] = list(fetch_files)
+    return payload
+
+
+def _raise_for_error(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        body = response.json()
+        code, message = str(body["code"]), str(body["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "", f"HTTP {response.status_code}: {response.text[:500]}"
+    kind = error_for_code(code) if code else SandboxError
+    if kind is CapacityError:
+        retry_after = float(response.headers.get("Retry-After", "1") or 1)
+        raise CapacityError(message, retry_after=retry_after)
+    raise kind(message)
+
+
+def _retry_wait(exc: CapacityError) -> float:
+    return min(max(exc.retry_after, 0.05), MAX_RETRY_WAIT_S)
+
+
+def _transport_error(exc: httpx.HTTPError, url: str) -> SandboxError:
+    if isinstance(exc, httpx.TimeoutException):
+        return SandboxTimeoutError(f"the service at {url} did not answer in time: {exc}")
+    return ServiceUnreachableError(f"cannot reach the service at {url}: {exc}")
+
+
+class SandboxClient:
+    """Blocking client. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url = base_url
+        self.max_retries = max_retries
+        self._http = httpx.Client(
+            base_url=base_url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = self._http.request(method, path, **kwargs)
+                _raise_for_error(response)
+                return response
+            except CapacityError as exc:
+                if attempt == self.max_retries:
+                    raise
+                time.sleep(_retry_wait(exc))
+            except httpx.HTTPError as exc:
+                raise _transport_error(exc, self.base_url) from exc
+        raise AssertionError("unreachable")
+
+    def run(
+        self,
+        code: str,
+        *,
+        language: str = "python",
+        stdin: str = "",
+        args: Sequence[str] = (),
+        files: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        policy: str = "default",
+        limits: Mapping[str, Any] | None = None,
+        fetch_files: Sequence[str] = (),
+    ) -> RunResult:
+        """Run one program (``POST /v1/run``)."""
+        payload = _run_payload(code, language, stdin, args, files, env, policy, limits, fetch_files)
+        return RunResult.model_validate_json(self._request("POST", "/v1/run", json=payload).content)
+
+    def pool(self) -> PoolStatus:
+        """The pool's counts (``GET /v1/pool``)."""
+        return PoolStatus.model_validate_json(self._request("GET", "/v1/pool").content)
+
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz``."""
+        body: dict[str, Any] = self._request("GET", "/healthz").json()
+        return body
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> SandboxClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class AsyncSandboxClient:
+    """Asynchronous client with the same methods as :class:`SandboxClient`."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_connections: int = 256,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url = base_url
+        self.max_retries = max_retries
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=64)
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=headers, timeout=timeout, limits=limits, transport=transport
+        )
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = await self._http.request(method, path, **kwargs)
+                _raise_for_error(response)
+                return response
+            except CapacityError as exc:
+                if attempt == self.max_retries:
+                    raise
+                await asyncio.sleep(_retry_wait(exc))
+            except httpx.HTTPError as exc:
+                raise _transport_error(exc, self.base_url) from exc
+        raise AssertionError("unreachable")
+
+    async def run(
+        self,
+        code: str,
+        *,
+        language: str = "python",
+        stdin: str = "",
+        args: Sequence[str] = (),
+        files: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        policy: str = "default",
+        limits: Mapping[str, Any] | None = None,
+        fetch_files: Sequence[str] = (),
+    ) -> RunResult:
+        """Run one program (``POST /v1/run``)."""
+        payload = _run_payload(code, language, stdin, args, files, env, policy, limits, fetch_files)
+        response = await self._request("POST", "/v1/run", json=payload)
+        return RunResult.model_validate_json(response.content)
+
+    async def pool(self) -> PoolStatus:
+        """The pool's counts (``GET /v1/pool``)."""
+        return PoolStatus.model_validate_json((await self._request("GET", "/v1/pool")).content)
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /healthz``."""
+        body: dict[str, Any] = (await self._request("GET", "/healthz")).json()
+        return body
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncSandboxClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()

@@ -1,0 +1,167 @@
+"""Run a program in a language under a policy (``POST /v1/run``, ``sandbox run``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import metrics
+from .backends.base import WORKDIR
+from .errors import InfrastructureError, InvalidRequestError, NotFoundError, SandboxTimeoutError
+from .languages import get_language
+from .policy import LimitOverrides, Policy, Resources, effective_limits
+from .pool import Pool
+from .results import ExecLimits, ExecResult, ExecStatus
+
+logger = logging.getLogger(__name__)
+
+MiB = 1 << 20
+MAX_CODE_BYTES = 4 * MiB
+MAX_STDIN_BYTES = 16 * MiB
+MAX_FILES = 256
+MAX_FILES_BYTES = 32 * MiB
+MAX_PATH_LEN = 1024
+MAX_PATH_PART_LEN = 255
+MAX_ARGS = 256
+MAX_FETCH = 64
+
+BASE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": WORKDIR,
+    "TMPDIR": "/tmp",
+    "USER": "sandbox",
+    "LANG": "C.UTF-8",
+}
+
+
+class RunRequest(BaseModel):
+    """One program to run: its language, code, inputs and (lowered) limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: str = "python"
+    code: str = Field(max_length=MAX_CODE_BYTES)
+    stdin: str = Field(default="", max_length=MAX_STDIN_BYTES)
+    args: list[str] = Field(default_factory=list, max_length=MAX_ARGS)
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Extra files for the working directory: path -> text."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Variables to pass; the policy's env.allow names them."
+    )
+    policy: str = "default"
+    limits: LimitOverrides | None = None
+    fetch_files: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_FETCH,
+        description="Files to return after the run, relative to the working directory.",
+    )
+
+
+def check_relative_path(path: str) -> str:
+    """Refuse paths that are absolute, climb with ``..``, contain NUL or are absurdly long."""
+    if not path or "\x00" in path or path.startswith("/") or len(path) > MAX_PATH_LEN:
+        raise InvalidRequestError(
+            f"file path {path[:80]!r} must be relative, non-empty, without NUL and at most "
+            f"{MAX_PATH_LEN} characters"
+        )
+    parts = path.split("/")
+    if any(part in ("", ".", "..") or len(part) > MAX_PATH_PART_LEN for part in parts):
+        raise InvalidRequestError(
+            f"file path {path[:80]!r} must not contain '..', '.', empty parts or parts longer "
+            f"than {MAX_PATH_PART_LEN} characters"
+        )
+    return path
+
+
+def exec_limits(policy: Policy, overrides: LimitOverrides | None) -> ExecLimits:
+    """Per-execution limits: the policy's, lowered by the request (never raised)."""
+    limits: Resources = effective_limits(policy, overrides)
+    lowered_memory = limits.memory_mb < policy.resources.memory_mb
+    return ExecLimits(
+        wall_s=limits.wall_time_s,
+        cpu_s=limits.cpu_time_s,
+        stdout_bytes=limits.stdout_bytes,
+        stderr_bytes=limits.stderr_bytes,
+        nofile=limits.open_files,
+        fsize_bytes=limits.file_size_mb * MiB,
+        memory_bytes=limits.memory_mb * MiB if lowered_memory else None,
+    )
+
+
+def sandbox_env(policy: Policy, requested: Mapping[str, str]) -> dict[str, str]:
+    """The environment of user code: base, then the policy's ``env.set``, then allowed requests."""
+    refused = sorted(set(requested) - set(policy.env.allow))
+    if refused:
+        allowed = ", ".join(policy.env.allow) or "none"
+        raise InvalidRequestError(
+            f"environment variables {refused} are not allowed by policy {policy.name!r} "
+            f"(allowed: {allowed}); add them to env.allow in the policy or drop them"
+        )
+    return {**BASE_ENV, **policy.env.set, **requested}
+
+
+class ExecutionService:
+    """Runs :class:`RunRequest` s on a pool, under named policies."""
+
+    def __init__(
+        self, pool: Pool, policies: Mapping[str, Policy], resolve_image: Callable[[str], str]
+    ) -> None:
+        self.pool = pool
+        self.policies = policies
+        self.resolve_image = resolve_image
+
+    def policy(self, name: str) -> Policy:
+        try:
+            return self.policies[name]
+        except KeyError:
+            known = ", ".join(sorted(self.policies))
+            raise NotFoundError(f"unknown policy {name!r}; use one of: {known}") from None
+
+    async def run(self, request: RunRequest, *, tenant: str) -> ExecResult:
+        """Run one program; infrastructure failures come back as ``infra_error`` results."""
+        language = get_language(request.language)
+        policy = self.policy(request.policy)
+        limits = exec_limits(policy, request.limits)
+        env = sandbox_env(policy, request.env)
+        files = self._files(request, language.source_file)
+        for path in request.fetch_files:
+            check_relative_path(path)
+        image = self.resolve_image(language.image)
+        started = time.perf_counter()
+        try:
+            async with self.pool.lease(image, policy, tenant) as lease:
+                result = await lease.sandbox.exec(
+                    [*language.run, *request.args],
+                    limits=limits,
+                    stdin=request.stdin.encode(),
+                    env=env,
+                    files=files,
+                    fetch=request.fetch_files,
+                )
+                if result.anomalous:
+                    lease.retire(f"execution ended by the runner: {result.reason}")
+        except (InfrastructureError, SandboxTimeoutError) as exc:
+            logger.warning("execution failed for infrastructure reasons: %s", exc)
+            result = ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
+        metrics.record_execution(
+            language.name, policy.name, result.status.value, time.perf_counter() - started
+        )
+        return result
+
+    @staticmethod
+    def _files(request: RunRequest, source_file: str) -> dict[str, bytes]:
+        if len(request.files) > MAX_FILES:
+            raise InvalidRequestError(f"at most {MAX_FILES} files per request")
+        files = {check_relative_path(path): text.encode() for path, text in request.files.items()}
+        if sum(len(data) for data in files.values()) > MAX_FILES_BYTES:
+            raise InvalidRequestError(f"files total more than {MAX_FILES_BYTES} bytes")
+        if source_file in files:
+            raise InvalidRequestError(
+                f"{source_file!r} holds the code itself; rename that extra file"
+            )
+        files[source_file] = request.code.encode()
+        return files

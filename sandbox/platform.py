@@ -1,0 +1,113 @@
+"""The assembled platform: policies, images, the Docker backend, the pool and the services on top.
+
+Used by the HTTP service and by the command line alike, so both run code the
+same way. Start-up refuses a bad policy or a missing image instead of falling
+back to anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .backends.docker import DockerBackend
+from .errors import InfrastructureError, NotFoundError
+from .execution import ExecutionService
+from .images import image_tag, resolve_image
+from .languages import LANGUAGES
+from .policy import Policy, load_policy_dir
+from .pool import DEFAULT_LEASE_TIMEOUT_S, DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY, Pool
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_POLICIES_DIR = Path(__file__).resolve().parent.parent / "policies"
+DEFAULT_WARM_TIMEOUT_S = 120.0
+
+
+class PlatformSettings(BaseModel):
+    """What the operator chooses when starting the platform."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policies_dir: Path = DEFAULT_POLICIES_DIR
+    warm: list[str] = Field(
+        default_factory=lambda: ["default"],
+        description="Policies whose pools are warmed at start (others warm on first use).",
+    )
+    max_waiters: int = Field(default=DEFAULT_MAX_WAITERS, ge=0)
+    start_concurrency: int = Field(default=DEFAULT_START_CONCURRENCY, ge=1, le=64)
+    lease_timeout_s: float = Field(default=DEFAULT_LEASE_TIMEOUT_S, gt=0)
+    warm_timeout_s: float = Field(default=DEFAULT_WARM_TIMEOUT_S, gt=0)
+    image_base: str = Field(default="debootstrap", pattern="^(debootstrap|registry)$")
+
+
+class Platform:
+    """Owns the backend, the pool and the services; ``start`` then ``close``."""
+
+    def __init__(
+        self,
+        settings: PlatformSettings | None = None,
+        *,
+        policies: Mapping[str, Policy] | None = None,
+    ) -> None:
+        self.settings = settings or PlatformSettings()
+        self.policies = (
+            dict(policies) if policies is not None else load_policy_dir(self.settings.policies_dir)
+        )
+        unknown = sorted(set(self.settings.warm) - set(self.policies))
+        if unknown:
+            raise NotFoundError(
+                f"cannot warm unknown policies {unknown}; known: {sorted(self.policies)}"
+            )
+        self.images = self._resolve_images()
+        self.backend = DockerBackend()
+        self.pool = Pool(
+            self.backend,
+            max_waiters=self.settings.max_waiters,
+            start_concurrency=self.settings.start_concurrency,
+            lease_timeout_s=self.settings.lease_timeout_s,
+        )
+        self.execution = ExecutionService(self.pool, self.policies, self.image)
+
+    def _resolve_images(self) -> dict[str, str]:
+        names = sorted({language.image for language in LANGUAGES.values()})
+        return {name: resolve_image(name, self.settings.image_base) for name in names}
+
+    def image(self, name: str) -> str:
+        """The built image tag for an image name (``python`` -> ``sandbox-python:<hash>``)."""
+        try:
+            return self.images[name]
+        except KeyError:
+            raise NotFoundError(
+                f"image {name!r} is not part of this platform; expected tag "
+                f"{image_tag(name, self.settings.image_base)}"
+            ) from None
+
+    async def start(self, *, wait: bool = True) -> None:
+        """Remove leftovers, then warm the chosen policies (waiting for them with ``wait``)."""
+        await self.pool.start()
+        for name in self.settings.warm:
+            policy = self.policies[name]
+            for image in sorted({self.image(lang.image) for lang in LANGUAGES.values()}):
+                try:
+                    await asyncio.wait_for(
+                        self.pool.warm(image, policy, wait=wait), self.settings.warm_timeout_s
+                    )
+                except TimeoutError:
+                    raise InfrastructureError(
+                        f"policy {name!r} did not warm within {self.settings.warm_timeout_s:.0f} s"
+                    ) from None
+        logger.info(
+            "platform ready: policies %s, warm %s", sorted(self.policies), self.settings.warm
+        )
+
+    async def close(self) -> None:
+        """Destroy every sandbox; idempotent."""
+        await self.pool.close()
+
+    def policy_names(self) -> Sequence[str]:
+        return sorted(self.policies)

@@ -1,0 +1,412 @@
+"""The warm pool: pre-started sandboxes per (image, policy), leased one tenant at a time.
+
+- Each group (image, policy) keeps ``policy.pool.warm`` unbound sandboxes ready
+  and never holds more than ``policy.pool.max``; refills run in the background
+  with a bounded number of containers starting at once.
+- A sandbox is bound to the tenant of its first lease and never serves another.
+- After every lease it is reset and the reset verified before it is idle again;
+  a failed reset, a dead runner, an execution the runner had to kill, an
+  infrastructure error or ``max_uses`` retires it, and a replacement is warmed.
+- When every sandbox is busy, leases wait in a bounded queue; past the bound,
+  or past the lease timeout, :class:`~sandbox.errors.CapacityError` tells the
+  caller when to retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from .backends.base import Backend, Sandbox
+from .errors import (
+    CapacityError,
+    InfrastructureError,
+    InvalidRequestError,
+    LimitError,
+    NotFoundError,
+    SandboxError,
+)
+from .policy import Policy
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_WAITERS = 512
+DEFAULT_START_CONCURRENCY = 2
+DEFAULT_LEASE_TIMEOUT_S = 60.0
+DEFAULT_HEALTH_INTERVAL_S = 10.0
+# A sandbox bound to one tenant is given back to the pool (retired) after this idle time.
+BOUND_IDLE_TTL_S = 300.0
+REFILL_BACKOFF_S = 2.0
+# Errors about the request itself, raised after a clean answer from the runner.
+_REQUEST_ERRORS = (InvalidRequestError, LimitError, NotFoundError)
+
+
+@dataclass(eq=False)
+class _Slot:
+    sandbox: Sandbox
+    tenant: str | None = None
+    uses: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+
+class Lease:
+    """A sandbox held by one caller; call :meth:`retire` if it must not be reused."""
+
+    def __init__(self, slot: _Slot) -> None:
+        self._slot = slot
+        self.retire_reason: str | None = None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._slot.sandbox
+
+    def retire(self, reason: str) -> None:
+        """Destroy the sandbox after this lease instead of resetting it."""
+        self.retire_reason = self.retire_reason or reason
+
+
+class GroupStatus(BaseModel):
+    """Counts for one (image, policy) group."""
+
+    policy: str
+    image: str
+    warm_target: int
+    max: int
+    idle: int
+    idle_bound: int
+    busy: int
+    starting: int
+    resetting: int
+    waiting: int
+    created_total: int
+    retired_total: int
+    create_failures_total: int
+
+
+class PoolStatus(BaseModel):
+    """A snapshot of the whole pool."""
+
+    groups: list[GroupStatus]
+    waiting: int
+    max_waiting: int
+
+
+class _Group:
+    def __init__(self, image: str, policy: Policy) -> None:
+        self.image = image
+        self.policy = policy
+        self.idle: list[_Slot] = []
+        self.busy = 0
+        self.starting = 0
+        self.resetting = 0
+        self.waiting = 0
+        self.created_total = 0
+        self.retired_total = 0
+        self.create_failures_total = 0
+        self.changed = asyncio.Condition()
+
+    @property
+    def total(self) -> int:
+        return len(self.idle) + self.busy + self.starting + self.resetting
+
+    @property
+    def unbound_ready(self) -> int:
+        return sum(1 for slot in self.idle if slot.tenant is None) + self.starting
+
+    def take_idle(self, tenant: str) -> _Slot | None:
+        for slot in self.idle:
+            if slot.tenant == tenant:
+                self.idle.remove(slot)
+                return slot
+        for slot in self.idle:
+            if slot.tenant is None:
+                self.idle.remove(slot)
+                return slot
+        return None
+
+    def status(self) -> GroupStatus:
+        return GroupStatus(
+            policy=self.policy.name,
+            image=self.image,
+            warm_target=self.policy.pool.warm,
+            max=self.policy.pool.max,
+            idle=len(self.idle),
+            idle_bound=sum(1 for slot in self.idle if slot.tenant is not None),
+            busy=self.busy,
+            starting=self.starting,
+            resetting=self.resetting,
+            waiting=self.waiting,
+            created_total=self.created_total,
+            retired_total=self.retired_total,
+            create_failures_total=self.create_failures_total,
+        )
+
+
+class Pool:
+    """Pre-warmed sandboxes, leased per tenant; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        max_waiters: int = DEFAULT_MAX_WAITERS,
+        start_concurrency: int = DEFAULT_START_CONCURRENCY,
+        lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
+        health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
+    ) -> None:
+        self.backend = backend
+        self.max_waiters = max_waiters
+        self.lease_timeout_s = lease_timeout_s
+        self.health_interval_s = health_interval_s
+        self._starts = asyncio.Semaphore(start_concurrency)
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._health: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Remove leftovers of earlier runs and begin health checks."""
+        await self.backend.remove_orphans()
+        self._health = asyncio.create_task(self._health_loop(), name="pool-health")
+
+    async def warm(self, image: str, policy: Policy, *, wait: bool = False) -> None:
+        """Start warming ``policy``'s group; with ``wait``, return once it is warm."""
+        group = self._group(image, policy)
+        self._refill(group)
+        if wait:
+            async with group.changed:
+                await group.changed.wait_for(
+                    lambda: (
+                        sum(1 for s in group.idle if s.tenant is None) >= policy.pool.warm
+                        or (group.starting == 0 and group.create_failures_total > 0)
+                    )
+                )
+            if sum(1 for s in group.idle if s.tenant is None) < policy.pool.warm:
+                raise InfrastructureError(
+                    f"could not warm policy {policy.name!r}: container creation failed; "
+                    "see the service log"
+                )
+
+    @contextlib.asynccontextmanager
+    async def lease(self, image: str, policy: Policy, tenant: str) -> AsyncIterator[Lease]:
+        """Hold a clean sandbox of ``policy`` bound to ``tenant`` for the ``async with`` body."""
+        if self._closed:
+            raise InfrastructureError("the pool is shutting down")
+        group = self._group(image, policy)
+        slot = await self._acquire(group, tenant)
+        lease = Lease(slot)
+        try:
+            yield lease
+        except _REQUEST_ERRORS:
+            raise  # the runner answered; the sandbox is reset and reused as usual
+        except BaseException as exc:
+            lease.retire(f"the lease ended with {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self._release(group, slot, lease.retire_reason)
+
+    def status(self) -> PoolStatus:
+        return PoolStatus(
+            groups=[group.status() for group in self._groups.values()],
+            waiting=self._waiting(),
+            max_waiting=self.max_waiters,
+        )
+
+    async def close(self) -> None:
+        """Stop background work and destroy every sandbox; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._health is not None:
+            self._health.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        closing = [slot.sandbox.close() for g in self._groups.values() for slot in g.idle]
+        for group in self._groups.values():
+            group.idle.clear()
+            async with group.changed:
+                group.changed.notify_all()
+        await asyncio.gather(*closing, return_exceptions=True)
+        await self.backend.close()
+
+    def _group(self, image: str, policy: Policy) -> _Group:
+        key = (image, policy.digest)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Group(image, policy)
+        return group
+
+    def _waiting(self) -> int:
+        return sum(group.waiting for group in self._groups.values())
+
+    async def _acquire(self, group: _Group, tenant: str) -> _Slot:
+        deadline = time.monotonic() + self.lease_timeout_s
+        async with group.changed:
+            while True:
+                slot = group.take_idle(tenant)
+                if slot is not None:
+                    slot.tenant = tenant
+                    group.busy += 1
+                    self._refill(group)
+                    return slot
+                if group.total >= group.policy.pool.max:
+                    self._evict_other_tenant(group, tenant)
+                if group.total < group.policy.pool.max:
+                    group.starting += 1
+                    break
+                if self._waiting() >= self.max_waiters:
+                    raise CapacityError(
+                        f"all {group.policy.pool.max} sandboxes of policy "
+                        f"{group.policy.name!r} are busy and {self.max_waiters} requests "
+                        "are already waiting; retry later",
+                        retry_after=1.0,
+                    )
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise CapacityError(
+                        f"no sandbox of policy {group.policy.name!r} became free within "
+                        f"{self.lease_timeout_s:.0f} s; retry later",
+                        retry_after=2.0,
+                    )
+                group.waiting += 1
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(group.changed.wait(), remaining)
+                finally:
+                    group.waiting -= 1
+                if self._closed:
+                    raise InfrastructureError("the pool is shutting down")
+        sandbox = await self._create(group)
+        async with group.changed:
+            if sandbox is None:
+                raise InfrastructureError(
+                    f"could not start a sandbox for policy {group.policy.name!r}; "
+                    "see the service log"
+                )
+            group.busy += 1
+            return _Slot(sandbox, tenant=tenant)
+
+    def _evict_other_tenant(self, group: _Group, tenant: str) -> None:
+        for slot in group.idle:
+            if slot.tenant is not None and slot.tenant != tenant:
+                group.idle.remove(slot)
+                self._retire(group, slot, "evicted for another tenant")
+                return
+
+    async def _create(self, group: _Group) -> Sandbox | None:
+        """Create one sandbox for a group whose ``starting`` was already counted."""
+        try:
+            async with self._starts:
+                if self._closed:
+                    return None
+                sandbox = await self.backend.create(group.image, group.policy)
+        except SandboxError as exc:
+            logger.error("could not start a sandbox for %s: %s", group.policy.name, exc)
+            group.create_failures_total += 1
+            sandbox = None
+        except Exception:
+            logger.exception("could not start a sandbox for %s", group.policy.name)
+            group.create_failures_total += 1
+            sandbox = None
+        finally:
+            group.starting -= 1
+        if sandbox is not None:
+            group.created_total += 1
+        return sandbox
+
+    def _refill(self, group: _Group) -> None:
+        if self._closed:
+            return
+        while group.unbound_ready < group.policy.pool.warm and group.total < group.policy.pool.max:
+            group.starting += 1
+            self._spawn(self._warm_one(group))
+
+    async def _warm_one(self, group: _Group) -> None:
+        sandbox = await self._create(group)
+        async with group.changed:
+            if sandbox is not None and not self._closed:
+                group.idle.append(_Slot(sandbox))
+            group.changed.notify_all()
+        if sandbox is None:
+            await asyncio.sleep(REFILL_BACKOFF_S)
+            self._refill(group)
+        elif self._closed:
+            await sandbox.close()
+
+    def _release(self, group: _Group, slot: _Slot, retire_reason: str | None) -> None:
+        group.busy -= 1
+        slot.uses += 1
+        if retire_reason is None and not slot.sandbox.alive:
+            retire_reason = "the sandbox died"
+        if retire_reason is None and slot.uses >= group.policy.pool.max_uses:
+            retire_reason = f"reached max_uses={group.policy.pool.max_uses}"
+        if retire_reason is not None or self._closed:
+            self._retire(group, slot, retire_reason or "pool closing")
+            self._spawn(self._notify(group))
+            return
+        group.resetting += 1
+        self._spawn(self._reset(group, slot))
+
+    async def _reset(self, group: _Group, slot: _Slot) -> None:
+        try:
+            problems = await slot.sandbox.reset()
+        except SandboxError as exc:
+            problems = [f"reset failed: {exc}"]
+        async with group.changed:
+            group.resetting -= 1
+            if problems or self._closed:
+                self._retire(group, slot, "; ".join(problems) or "pool closing")
+            else:
+                slot.idle_since = time.monotonic()
+                group.idle.append(slot)
+            group.changed.notify_all()
+
+    def _retire(self, group: _Group, slot: _Slot, reason: str) -> None:
+        """Destroy ``slot`` (already removed from idle/busy counts) and warm a replacement."""
+        group.retired_total += 1
+        logger.info("retiring sandbox %s: %s", slot.sandbox.id[:12], reason)
+        self._spawn(slot.sandbox.close())
+        self._refill(group)
+
+    async def _notify(self, group: _Group) -> None:
+        async with group.changed:
+            group.changed.notify_all()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("pool background task failed", exc_info=task.exception())
+
+    async def _health_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.health_interval_s)
+            for group in list(self._groups.values()):
+                await self._check_group(group)
+
+    async def _check_group(self, group: _Group) -> None:
+        now = time.monotonic()
+        async with group.changed:
+            candidates = list(group.idle)
+        for slot in candidates:
+            expired = slot.tenant is not None and now - slot.idle_since > BOUND_IDLE_TTL_S
+            healthy = not expired and await slot.sandbox.ping()
+            if healthy:
+                continue
+            async with group.changed:
+                if slot in group.idle:
+                    group.idle.remove(slot)
+                    self._retire(group, slot, "idle too long" if expired else "failed liveness")
+                    group.changed.notify_all()

@@ -1,0 +1,280 @@
+"""What a forked child does before it becomes untrusted code.
+
+The runner forks a *spare* ahead of each request (see :func:`serve_as_spare`):
+it closes the runner's channel, resets signals and warms itself up, then
+waits. Given a request, it applies rlimits, drops to the untrusted uid (losing
+every capability), writes the request's files as that uid, then either
+``execve``s the command or, on the Python fast path, runs the script in this
+already-initialised interpreter with the semantics of ``python3 script.py``.
+"""
+
+from __future__ import annotations
+
+# Everything the child needs is imported here, before any fork, so that no
+# execution pays for an import.
+import atexit
+import base64
+import builtins
+import contextlib
+import importlib.machinery
+import io
+import json
+import os
+import resource
+import signal
+import sys
+import threading
+import types
+from typing import Any, NoReturn
+
+# Exit code of a child whose set-up failed; the reason travels on the status pipe.
+SETUP_FAILED = 126
+
+_SIGNALS_TO_RESET = (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
+
+
+# Environment variables the fast path honours itself; any other PYTHON* variable
+# changes interpreter start-up, so such a request takes the exec path instead.
+_FAST_PATH_PYTHON_VARS = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE"})
+
+
+class Spec:
+    """What one child must become; decoded by the child itself from the request."""
+
+    def __init__(self, request: dict[str, Any], uid: int, gid: int) -> None:
+        self.argv: list[str] = request["argv"]
+        self.cwd: str = request.get("cwd") or "/workspace"
+        self.env: dict[str, str] = request.get("env") or {}
+        self.files: list[dict[str, Any]] = request.get("files") or []
+        limits = request.get("limits") or {}
+        self.cpu_s: float = float(limits.get("cpu_s", 10))
+        self.nofile: int = int(limits.get("nofile", 256))
+        self.fsize: int = int(limits.get("fsize_bytes", 64 << 20))
+        self.python_fast_path: bool = bool(request.get("python_fast_path", True))
+        self.uid = uid
+        self.gid = gid
+
+
+def python_script(argv: list[str], env: dict[str, str]) -> str | None:
+    """The script path if ``argv`` is exactly ``python3 SCRIPT [ARGS...]``, else None."""
+    if len(argv) < 2 or os.path.basename(argv[0]) not in ("python3", "python"):
+        return None
+    if argv[1].startswith("-"):
+        return None
+    if any(k.startswith("PYTHON") and k not in _FAST_PATH_PYTHON_VARS for k in env):
+        return None
+    return argv[1]
+
+
+def serve_as_spare(control_fd: int, status_fd: int, uid: int, gid: int) -> NoReturn:
+    """Body of a pre-forked spare: get ready, wait for one request, become its program.
+
+    fds 0-2 are already the execution's stdin (a memfd) and output pipes. All
+    the work that does not depend on the request (and the page faults it
+    costs) happens here, before the request arrives. Never returns.
+    """
+    try:
+        os.setsid()
+        keep = sorted((control_fd, status_fd))
+        os.closerange(3, keep[0])
+        os.closerange(keep[0] + 1, keep[1])
+        os.closerange(keep[1] + 1, 65536)
+        for signum in _SIGNALS_TO_RESET:
+            signal.signal(signum, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        # The OOM killer must choose untrusted code, never the runner.
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+        streams = _std_streams()
+        _warm_up()
+        request = _read_request(control_fd)
+        if request is None:  # the runner discarded this spare
+            os._exit(0)
+        spec = Spec(request, uid, gid)
+        _become(spec, status_fd, streams)
+    except BaseException as exc:
+        _report_setup_failure(status_fd, exc)
+    os._exit(SETUP_FAILED)
+
+
+def _read_request(fd: int) -> dict[str, Any] | None:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    if not chunks:
+        return None
+    request: dict[str, Any] = json.loads(b"".join(chunks))
+    return request
+
+
+def _warm_up() -> None:
+    """Touch, before the request, the memory a small Python program's run would touch."""
+    sink = io.StringIO()
+    namespace: dict[str, Any] = {"__builtins__": __builtins__, "sink": sink}
+    source = "import sys\nfor i in range(50):\n    print(i, [j * j for j in range(i)], file=sink)\n"
+    exec(compile(source, "<warm-up>", "exec", dont_inherit=True), namespace)
+
+
+def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
+    cpu = max(1, int(spec.cpu_s + 0.999))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (spec.nofile, spec.nofile))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (spec.fsize, spec.fsize))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+    os.setgroups([])
+    os.setresgid(spec.gid, spec.gid, spec.gid)
+    os.setresuid(spec.uid, spec.uid, spec.uid)
+    if os.getresuid() != (spec.uid,) * 3 or os.getresgid() != (spec.gid,) * 3:
+        raise PermissionError("could not drop privileges")
+    os.umask(0o022)
+    os.chdir(spec.cwd)
+    for entry in spec.files:
+        data = base64.b64decode(entry["data"])
+        write_file(entry["path"], data, int(entry.get("mode", 0o644)))
+    script = python_script(spec.argv, spec.env) if spec.python_fast_path else None
+    if script is not None:
+        os.close(status_fd)
+        _run_python_main(script, spec.argv[2:], spec.env, streams)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _exec_search(spec.argv, spec.env)
+
+
+def _exec_search(argv: list[str], env: dict[str, str]) -> NoReturn:
+    """``execvpe`` without os.execvpe's overhead; raises the most telling error on failure."""
+    command = argv[0]
+    if "/" in command:
+        os.execve(command, argv, env)
+    error: OSError = FileNotFoundError(2, f"command not found: {command}")
+    for directory in env.get("PATH", "/usr/bin:/bin").split(":"):
+        try:
+            os.execve(os.path.join(directory or ".", command), argv, env)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except PermissionError as exc:
+            error = exc
+    raise error
+
+
+def _report_setup_failure(status_fd: int, exc: BaseException) -> None:
+    kind = "not_found" if isinstance(exc, FileNotFoundError) else "setup"
+    message = json.dumps({"kind": kind, "error": f"{type(exc).__name__}: {exc}"}).encode()
+    with contextlib.suppress(OSError):
+        os.write(status_fd, message[:4000])
+
+
+def write_file(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Create or replace ``path`` (relative to the cwd) as the current, unprivileged uid."""
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode & 0o777)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _std_streams() -> tuple[Any, Any, Any]:
+    """Text streams on fds 0-2 configured as the interpreter configures them at start-up."""
+
+    def text(fd: int, mode: str, like: Any, line_buffering: bool) -> io.TextIOWrapper:
+        raw = io.FileIO(fd, mode, closefd=False)
+        buffered: Any = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+        encoding = getattr(like, "encoding", None) or "utf-8"
+        errors = getattr(like, "errors", None) or "strict"
+        return io.TextIOWrapper(
+            buffered, encoding=encoding, errors=errors, line_buffering=line_buffering
+        )
+
+    return (
+        text(0, "r", sys.__stdin__, False),
+        text(1, "w", sys.__stdout__, False),
+        text(2, "w", sys.__stderr__, True),
+    )
+
+
+def _run_python_main(
+    script: str, args: list[str], env: dict[str, str], streams: tuple[Any, Any, Any]
+) -> NoReturn:
+    """Run ``script`` as ``__main__`` in this interpreter, then exit like ``python3`` would."""
+    os.environ.clear()
+    os.environ.update(env)
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
+    if env.get("PYTHONUNBUFFERED"):
+        sys.stdout.reconfigure(write_through=True)
+        sys.stderr.reconfigure(write_through=True)
+    sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
+    for name in [name for name in sys.modules if name == "runner" or name.startswith("runner.")]:
+        del sys.modules[name]
+    if "random" in sys.modules:
+        sys.modules["random"].seed()
+    path = os.path.abspath(script)
+    sys.argv = [script, *args]
+    extra = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    sys.path[0:1] = [os.path.dirname(path), *extra]
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    main.__cached__ = None  # type: ignore[attr-defined]
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    sys.modules["__main__"] = main
+    code = 0
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read()
+        exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except KeyboardInterrupt as exc:
+        _excepthook(exc)
+        _flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException as exc:
+        _excepthook(exc)
+        code = 1
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # wait for non-daemon threads
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    atexit._run_exitfuncs()
+    if not _flush():
+        code = 120
+    os._exit(code)
+
+
+def _excepthook(exc: BaseException) -> None:
+    # Hide this module's frame: tracebacks start at the user's script.
+    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    if isinstance(exc, SyntaxError) and exc.filename is not None:
+        tb = None
+    with contextlib.suppress(BaseException):
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    value = exc.code
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value & 0xFF
+    with contextlib.suppress(BaseException):
+        print(value, file=sys.stderr)
+    return 1
+
+
+def _flush() -> bool:
+    ok = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except BaseException:
+            ok = False
+    return ok

@@ -1,0 +1,65 @@
+"""Find and kill every process of the untrusted uid inside the container."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+
+def processes_of(uid: int) -> list[tuple[int, str]]:
+    """``(pid, state)`` of every process whose real, effective or saved uid is ``uid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as handle:
+                status = handle.read()
+        except OSError:
+            continue  # exited while we looked
+        state = ""
+        uids: list[int] = []
+        for line in status.splitlines():
+            if line.startswith("State:"):
+                state = line.split()[1]
+            elif line.startswith("Uid:"):
+                uids = [int(value) for value in line.split()[1:4]]
+                break
+        if uid in uids:
+            found.append((int(entry), state))
+    return found
+
+
+def kill_all(uid: int, *, deadline_s: float = 3.0) -> list[int]:
+    """SIGKILL every process of ``uid`` until none is left (zombies must be reaped too).
+
+    Returns the pids still present when the deadline passed (empty on success).
+    """
+    end = time.monotonic() + deadline_s
+    delay = 0.0005
+    while True:
+        alive = processes_of(uid)
+        if not alive:
+            return []
+        for pid, state in alive:
+            if state != "Z":
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        _reap_own_children()
+        if time.monotonic() > end:
+            return [pid for pid, _ in alive]
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _reap_own_children() -> None:
+    """Reap zombies the runner itself is parent of; init reaps the orphans."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
