@@ -11,12 +11,12 @@ from sandbox.platform import Platform
 ANONYMOUS_TENANT = "anonymous"
 
 
-def get_platform(request: Request) -> Platform:
+async def get_platform(request: Request) -> Platform:
     platform: Platform = request.app.state.platform
     return platform
 
 
-def get_tenant() -> str:
+async def get_tenant() -> str:
     """The tenant a request acts for (API keys name tenants; without keys, one tenant)."""
     return ANONYMOUS_TENANT
 

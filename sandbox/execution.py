@@ -141,6 +141,7 @@ class ExecutionService:
                     env=env,
                     files=files,
                     fetch=request.fetch_files,
+                    reset_after=True,
                 )
                 if result.anomalous:
                     lease.retire(f"execution ended by the runner: {result.reason}")

@@ -24,6 +24,7 @@ the dotted key and what to change. A request may only *lower* limits, through
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import logging
@@ -774,7 +775,7 @@ class Policy(_Model):
             )
         return value
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """SHA-256 (hex) of the resolved content, excluding ``name``; stable across runs."""
         content = self.model_dump(mode="json", exclude={"name"})

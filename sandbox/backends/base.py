@@ -30,11 +30,16 @@ class Sandbox(ABC):
         files: Mapping[str, bytes] | None = None,
         fetch: Sequence[str] = (),
         keep_processes: bool = False,
+        reset_after: bool = False,
     ) -> ExecResult:
         """Run ``argv`` as the untrusted user after writing ``files`` (relative to ``cwd``).
 
         A non-zero exit, a timeout or an OOM kill is reported in the result; an
         exception means the platform failed (:class:`~sandbox.errors.SandboxError`).
+        ``fetch`` names files to read back afterwards; ``keep_processes`` leaves
+        background processes running (sessions); ``reset_after`` lets the sandbox
+        start its reset as soon as the result is out: the next :meth:`reset` then
+        only collects its outcome.
         """
 
     @abstractmethod

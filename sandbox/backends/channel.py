@@ -14,6 +14,7 @@ container removes itself.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -42,6 +43,8 @@ class RunnerChannel:
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
         self._pending: asyncio.Future[dict[str, Any]] | None = None
+        self._follow_up: asyncio.Future[dict[str, Any]] | None = None
+        self._inbox: collections.deque[dict[str, Any]] = collections.deque()
         self._buffer = bytearray()
         self._log = bytearray()
         self._closed_reason: str | None = None
@@ -73,32 +76,87 @@ class RunnerChannel:
     def closed(self) -> bool:
         return self._closed_reason is not None
 
-    async def call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Send one request and wait for its reply; raises if the runner is gone or silent."""
-        async with self._lock:
+    async def call(
+        self, message: dict[str, Any], timeout: float, *, follow_up: bool = False
+    ) -> dict[str, Any]:
+        """Send one request and wait for its reply; raises if the runner is gone or silent.
+
+        With ``follow_up`` the runner sends a second frame later; the channel stays
+        reserved until :meth:`follow_up` has received it.
+        """
+        await self._lock.acquire()
+        release = True
+        try:
             if self._closed_reason is not None:
                 raise ContainerLostError(f"runner {self._name} is gone: {self._closed_reason}")
             request_id = next(self._ids)
-            future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._pending = future
-            try:
-                self._writer.write(encode_frame({**message, "id": request_id}))
-                await self._writer.drain()
-                reply = await asyncio.wait_for(future, timeout)
-            except TimeoutError:
-                self._fail("runner did not answer in time")
-                raise SandboxTimeoutError(
-                    f"runner {self._name} did not answer within {timeout:.1f} s"
-                ) from None
-            except (ConnectionError, OSError) as exc:
-                self._fail(f"channel broke: {exc}")
-                raise ContainerLostError(f"runner {self._name} channel broke: {exc}") from exc
-            finally:
-                self._pending = None
+            reply = await self._exchange({**message, "id": request_id}, timeout)
             if reply.get("id") != request_id:
                 self._fail("reply out of order")
                 raise ContainerLostError(f"runner {self._name} answered out of order")
+            if follow_up:
+                self._arm_follow_up()
+                release = False
             return reply
+        finally:
+            if release:
+                self._lock.release()
+
+    async def follow_up(self, timeout: float) -> dict[str, Any]:
+        """The second frame of the last ``call(..., follow_up=True)``."""
+        future = self._follow_up
+        if future is None:
+            raise ContainerLostError(f"runner {self._name}: no follow-up frame is expected")
+        self._follow_up = None
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            self._fail("runner did not send its follow-up in time")
+            raise SandboxTimeoutError(
+                f"runner {self._name} did not finish within {timeout:.1f} s"
+            ) from None
+
+    def _expect(self) -> asyncio.Future[dict[str, Any]]:
+        """A future for the next frame; resolved at once if it already arrived."""
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if self._inbox:
+            future.set_result(self._inbox.popleft())
+        else:
+            self._pending = future
+        return future
+
+    def _arm_follow_up(self) -> None:
+        future = self._follow_up = self._expect()
+
+        def done(_: asyncio.Future[dict[str, Any]]) -> None:
+            if not future.cancelled():
+                future.exception()  # whoever awaits it sees it; otherwise it is dropped
+            if self._pending is future:
+                self._pending = None
+            self._lock.release()
+
+        future.add_done_callback(done)
+
+    async def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self._inbox:
+            self._fail("the runner sent a frame nobody asked for")
+            raise ContainerLostError(f"runner {self._name} sent an unexpected frame")
+        future = self._expect()
+        try:
+            self._writer.write(encode_frame(message))
+            await self._writer.drain()
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            self._fail("runner did not answer in time")
+            raise SandboxTimeoutError(
+                f"runner {self._name} did not answer within {timeout:.1f} s"
+            ) from None
+        except (ConnectionError, OSError) as exc:
+            self._fail(f"channel broke: {exc}")
+            raise ContainerLostError(f"runner {self._name} channel broke: {exc}") from exc
+        finally:
+            if self._pending is future:
+                self._pending = None
 
     async def close(self) -> None:
         """Close the connection (the runner then exits); idempotent."""
@@ -150,8 +208,9 @@ class RunnerChannel:
             message = decode_body(body)
             if self._pending is not None and not self._pending.done():
                 self._pending.set_result(message)
+                self._pending = None
             else:
-                logger.warning("runner %s sent an unexpected frame", self._name)
+                self._inbox.append(message)
 
     def _runner_log(self, payload: bytes) -> None:
         self._log += payload

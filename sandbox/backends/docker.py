@@ -161,15 +161,18 @@ class DockerSandbox(Sandbox):
         self._backend = backend
         self._channel: RunnerChannel | None = None
         self._closed = False
+        self._reset_pending = False
 
     @property
     def alive(self) -> bool:
         return not self._closed and self._channel is not None and not self._channel.closed
 
-    async def _call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def _call(
+        self, message: dict[str, Any], timeout: float, *, follow_up: bool = False
+    ) -> dict[str, Any]:
         if self._channel is None or self._closed:
             raise ContainerLostError(f"sandbox {self.id[:12]} is closed")
-        reply = await self._channel.call(message, timeout)
+        reply = await self._channel.call(message, timeout, follow_up=follow_up)
         if not reply.get("ok"):
             raise ContainerLostError(f"runner in {self.id[:12]} failed: {reply.get('error')}")
         return reply
@@ -185,6 +188,7 @@ class DockerSandbox(Sandbox):
         files: Mapping[str, bytes] | None = None,
         fetch: Sequence[str] = (),
         keep_processes: bool = False,
+        reset_after: bool = False,
     ) -> ExecResult:
         message = {
             "op": "exec",
@@ -207,12 +211,20 @@ class DockerSandbox(Sandbox):
             },
             "fetch": list(fetch),
             "keep_processes": keep_processes,
+            "reset_after": reset_after,
         }
-        reply = await self._call(message, limits.wall_s + REPLY_MARGIN_S)
+        reply = await self._call(message, limits.wall_s + REPLY_MARGIN_S, follow_up=reset_after)
+        self._reset_pending = reset_after
         return _result_from_reply(reply, argv)
 
     async def reset(self) -> list[str]:
-        reply = await self._call({"op": "reset"}, RESET_TIMEOUT_S)
+        if self._reset_pending and self._channel is not None:
+            self._reset_pending = False
+            reply = await self._channel.follow_up(RESET_TIMEOUT_S)
+            if not reply.get("ok"):
+                return [f"reset failed: {reply.get('error')}"]
+        else:
+            reply = await self._call({"op": "reset"}, RESET_TIMEOUT_S)
         problems: list[str] = reply.get("problems", [])
         return problems
 

@@ -8,7 +8,8 @@ channel), one request at a time:
 
 - ``hello`` / ``ping``: liveness and facts about the runner.
 - ``exec``: run a program as the untrusted uid (Python fast path for
-  ``python3 script.py``), with limits; see :mod:`runner.execute`.
+  ``python3 script.py``), with limits; see :mod:`runner.execute`. With
+  ``reset_after`` a second frame follows the reply: the reset's outcome.
 - ``reset``: kill, wipe and verify; see :mod:`runner.reset`.
 
 It exits when stdin closes, i.e. when the service that attached to it is gone.
@@ -16,28 +17,43 @@ It exits when stdin closes, i.e. when the service that attached to it is gone.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import signal
 import sys
-import traceback
-from typing import Any
+from typing import TYPE_CHECKING
 
 from . import procs
 from .execute import Executor
 from .protocol import ProtocolError, read_frame, write_frame
 from .reset import WritableDir, reset, verify
 
+if TYPE_CHECKING:
+    from typing import Any
+
 PROTOCOL_VERSION = 1
 
 
-def _parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="runner")
-    parser.add_argument("--uid", type=int, required=True)
-    parser.add_argument("--gid", type=int, required=True)
-    parser.add_argument("--dir", action="append", default=[], help="PATH[:OCTAL_MODE]")
-    return parser.parse_args(argv)
+def _parse_args(argv: list[str]) -> tuple[int, int, list[WritableDir]]:
+    """``--uid U --gid G [--dir PATH[:OCTAL_MODE]]...`` (no argparse: it is big to fork)."""
+    uid = gid = None
+    dirs = []
+    pairs = iter(argv)
+    for flag in pairs:
+        value = next(pairs, None)
+        if value is None:
+            raise SystemExit(f"runner: {flag} needs a value")
+        if flag == "--uid":
+            uid = int(value)
+        elif flag == "--gid":
+            gid = int(value)
+        elif flag == "--dir":
+            dirs.append(WritableDir(value))
+        else:
+            raise SystemExit(f"runner: unknown option {flag}")
+    if uid is None or gid is None:
+        raise SystemExit("runner: --uid and --gid are required")
+    return uid, gid, dirs
 
 
 class Runner:
@@ -79,20 +95,28 @@ class Runner:
             request = read_frame(in_fd)
             if request is None:
                 return
-            reply: dict[str, Any] = {"id": request.get("id")}
-            try:
-                reply.update(self.handle(request))
-                reply["ok"] = True
-            except Exception as exc:
-                traceback.print_exc()
-                reply.update(ok=False, error=f"{type(exc).__name__}: {exc}")
-            write_frame(out_fd, reply)
+            write_frame(out_fd, self._reply(request, request.get("op")))
+            if request.get("op") == "exec" and request.get("reset_after"):
+                # A second frame, after the reply went out: the reset's outcome.
+                write_frame(out_fd, self._reply(request, "reset"))
             # Fork the next execution's process now, while the service reads the reply.
             self.executor.prepare_spare()
 
+    def _reply(self, request: dict[str, Any], op: object) -> dict[str, Any]:
+        reply: dict[str, Any] = {"id": request.get("id")}
+        try:
+            reply.update(self.handle({**request, "op": op}))
+            reply["ok"] = True
+        except Exception as exc:
+            import traceback
+
+            traceback.print_exc()
+            reply.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+        return reply
+
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    uid, gid, dirs = _parse_args(sys.argv[1:] if argv is None else argv)
     # The channel is fds 0 and 1; nothing else may write to fd 1.
     in_fd, out_fd = os.dup(0), os.dup(1)
     os.set_inheritable(in_fd, False)
@@ -102,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     os.close(null)
     os.dup2(2, 1)  # a stray write to fd 1 must never corrupt the channel
     sys.stdout = sys.stderr
-    runner = Runner(args.uid, args.gid, [WritableDir(spec) for spec in args.dir])
+    runner = Runner(uid, gid, dirs)
     try:
         runner.serve(in_fd, out_fd)
     except ProtocolError as exc:

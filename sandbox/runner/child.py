@@ -25,7 +25,10 @@ import signal
 import sys
 import threading
 import types
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 # Exit code of a child whose set-up failed; the reason travels on the status pipe.
 SETUP_FAILED = 126

@@ -16,7 +16,10 @@ import select
 import signal
 import stat
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 from . import child, procs
 from .cgroup import Cgroup

@@ -10,7 +10,10 @@ import base64
 import json
 import os
 import struct
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 512 << 20

@@ -2,7 +2,7 @@
 
 Every process of the untrusted uid is killed first, so nothing can race the
 rest. Then the runner (root with DAC_OVERRIDE and FOWNER, never following a
-link: ``shutil.rmtree`` works on file descriptors) empties the writable
+link: the deletion walks directory file descriptors) empties the writable
 directories and restores their modes; a child running as the untrusted uid
 removes that uid's System V IPC objects when there are any. Finally the runner
 checks that no process is left, every directory is empty and moded as at
@@ -11,13 +11,14 @@ start, and no IPC object remains.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import shutil
 import stat
-from typing import Any
+from typing import TYPE_CHECKING
 
 from . import procs
+
+if TYPE_CHECKING:
+    from typing import Any
 
 IPC_RMID = 0
 _IPC_TABLES = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
@@ -99,12 +100,27 @@ def _empty(directory: WritableDir) -> None:
     """Delete everything below ``directory`` without following links; restore its mode."""
     if directory.mode is not None:
         os.chmod(directory.path, directory.mode, follow_symlinks=False)
-    with os.scandir(directory.path) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
+    fd = os.open(directory.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        _empty_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _empty_fd(dir_fd: int) -> None:
+    """Delete every entry of the directory open as ``dir_fd``, recursing through fds only."""
+    for name in os.listdir(dir_fd):
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+            continue
+        except IsADirectoryError:
+            pass
+        child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            _empty_fd(child)
+        finally:
+            os.close(child)
+        os.rmdir(name, dir_fd=dir_fd)
 
 
 def _ipc_objects(uid: int) -> list[tuple[str, int]]:
@@ -132,6 +148,8 @@ def _id_column(table: str) -> str:
 
 
 def _remove_ipc(uid: int) -> None:
+    import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     for table, ident in _ipc_objects(uid):
         function = getattr(libc, _IPC_TABLES[table])
