@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .backends.docker import DockerBackend
 from .errors import InfrastructureError, NotFoundError
 from .execution import ExecutionService
-from .images import image_tag, resolve_image
+from .images import resolve_image
 from .languages import LANGUAGES
 from .policy import Policy, load_policy_dir
 from .pool import DEFAULT_LEASE_TIMEOUT_S, DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY, Pool
@@ -42,7 +42,11 @@ class PlatformSettings(BaseModel):
     start_concurrency: int = Field(default=DEFAULT_START_CONCURRENCY, ge=1, le=64)
     lease_timeout_s: float = Field(default=DEFAULT_LEASE_TIMEOUT_S, gt=0)
     warm_timeout_s: float = Field(default=DEFAULT_WARM_TIMEOUT_S, gt=0)
-    image_base: str = Field(default="debootstrap", pattern="^(debootstrap|registry)$")
+    image_base: str | None = Field(
+        default=None,
+        pattern="^(debootstrap|registry)$",
+        description="Which build of the images to use; None takes whichever is built.",
+    )
 
 
 class Platform:
@@ -83,8 +87,7 @@ class Platform:
             return self.images[name]
         except KeyError:
             raise NotFoundError(
-                f"image {name!r} is not part of this platform; expected tag "
-                f"{image_tag(name, self.settings.image_base)}"
+                f"image {name!r} is not part of this platform (known: {sorted(self.images)})"
             ) from None
 
     async def start(self, *, wait: bool = True) -> None:

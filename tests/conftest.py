@@ -16,10 +16,17 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import docker
+import docker.errors
 import httpx
 import pytest
 
-from sandbox.backends.docker import LABEL_MANAGED, DockerBackend
+from sandbox.backends.docker import (
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    DockerBackend,
+    owner_alive,
+    owner_label,
+)
 from sandbox.images import resolve_image
 from sandbox.policy import Policy, parse_policy
 from sandbox.pool import Pool
@@ -45,17 +52,33 @@ def docker_client() -> Iterator[docker.DockerClient]:
     client.close()
 
 
+def leaked_containers(client: docker.DockerClient) -> list[str]:
+    """Our containers owned by this process or by a process that no longer exists.
+
+    Containers of other live services on the same engine are not this session's.
+    """
+    leaked = []
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"}):
+        owner = container.labels.get(LABEL_OWNER, "")
+        if owner == owner_label() or not owner_alive(owner):
+            leaked.append(container.short_id)
+    return leaked
+
+
 @pytest.fixture(scope="session", autouse=True)
-def no_containers_left_behind(docker_client: docker.DockerClient) -> Iterator[None]:
-    """After the whole session, no container with our label may exist."""
+def no_containers_left_behind() -> Iterator[None]:
+    """After the whole session, no container of this session may be left."""
     yield
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except docker.errors.DockerException:
+        return  # no engine: nothing can have leaked
     deadline = time.monotonic() + 30
-    while True:
-        left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
-        if not left or time.monotonic() > deadline:
-            break
+    while (left := leaked_containers(client)) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not left, f"containers left after the test session: {[c.short_id for c in left]}"
+    client.close()
+    assert not left, f"containers left after the test session: {left}"
 
 
 @pytest.fixture(scope="session")

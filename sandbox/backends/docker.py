@@ -59,7 +59,8 @@ def owner_label() -> str:
     return f"{socket.gethostname()}:{me.pid}:{me.create_time():.3f}"
 
 
-def _owner_alive(label: str) -> bool:
+def owner_alive(label: str) -> bool:
+    """Whether the process an ``owner_label`` names still runs (other hosts: assumed)."""
     host, _, rest = label.partition(":")
     pid_text, _, started = rest.partition(":")
     if host != socket.gethostname():
@@ -362,9 +363,7 @@ class DockerBackend(Backend):
     async def remove_orphans(self) -> int:
         containers = await asyncio.to_thread(self._managed)
         orphans = [
-            c["Id"]
-            for c in containers
-            if not _owner_alive(c.get("Labels", {}).get(LABEL_OWNER, ""))
+            c["Id"] for c in containers if not owner_alive(c.get("Labels", {}).get(LABEL_OWNER, ""))
         ]
         await asyncio.gather(*(self.remove_container(cid) for cid in orphans))
         if orphans:

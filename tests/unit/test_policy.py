@@ -921,9 +921,14 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def test_readme_table_lists_every_key_with_its_bounds() -> None:
-    readme = (POLICIES / "README.md").read_text()
-    table = readme.split("## Every key", 1)[1].split("\n## ", 1)[0]
+@pytest.mark.parametrize(
+    "readme_path",
+    [POLICIES / "README.md", POLICIES.parent / "README.md"],
+    ids=lambda p: p.parent.name,
+)
+def test_readme_table_lists_every_key_with_its_bounds(readme_path: Path) -> None:
+    readme = readme_path.read_text()
+    table = readme.split("# Every key", 1)[1].split("\n## ", 1)[0]
     rows = {
         m.group(1): m.group(0)
         for m in re.finditer(r"^\| `([^`]+)` \|.*$", table, flags=re.MULTILINE)
@@ -931,7 +936,7 @@ def test_readme_table_lists_every_key_with_its_bounds() -> None:
     keys = _leaf_keys(Policy)
     assert len(keys) > 30
     for key, field in keys:
-        assert key in rows, f"policies/README.md has no table row for {key}"
+        assert key in rows, f"{readme_path} has no table row for {key}"
         cells = [c.strip() for c in rows[key].strip("|").split("|")]
         for meta in field.metadata:
             for attr in ("ge", "le", "max_length"):

@@ -1,0 +1,23 @@
+"""Run every benchmark in turn (``make bench``); each prints its table and saves its figures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = ("bench_run.py",)
+
+
+def main() -> int:
+    here = Path(__file__).resolve().parent
+    for name in BENCHMARKS:
+        print(f"== {name}", flush=True)
+        code = subprocess.call([sys.executable, str(here / name)])
+        if code:
+            return code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
