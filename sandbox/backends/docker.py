@@ -18,6 +18,8 @@ import contextlib
 import logging
 import os
 import socket
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -214,7 +216,14 @@ class DockerSandbox(Sandbox):
             "keep_processes": keep_processes,
             "reset_after": reset_after,
         }
-        reply = await self._call(message, limits.wall_s + REPLY_MARGIN_S, follow_up=reset_after)
+        try:
+            reply = await self._call(message, limits.wall_s + REPLY_MARGIN_S, follow_up=reset_after)
+        except ContainerLostError:
+            # Under gVisor the whole sandbox is one process to the host's OOM killer:
+            # a memory bomb takes the container with it. That is the code's verdict.
+            if await self._backend.oom_killed(self.id):
+                return ExecResult(status=ExecStatus.MEMORY_LIMIT, reason="container_oom")
+            raise
         self._reset_pending = reset_after
         return _result_from_reply(reply, argv)
 
@@ -291,6 +300,51 @@ def _result_from_reply(reply: dict[str, Any], argv: Sequence[str]) -> ExecResult
     )
 
 
+class OomWatcher:
+    """Follows the engine's ``oom`` events for our containers, in a daemon thread."""
+
+    MAX_REMEMBERED = 4096
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self._client = client
+        self._seen: dict[str, float] = {}
+        self._stream: Any = None
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def start(self) -> None:
+        """Begin following events (before any container can be OOM-killed)."""
+        if self._thread is None and not self._stopped:
+            self._thread = threading.Thread(target=self._follow, name="oom-events", daemon=True)
+            self._thread.start()
+
+    def _follow(self) -> None:
+        filters = {"type": "container", "event": "oom", "label": f"{LABEL_MANAGED}=1"}
+        try:
+            self._stream = self._client.events(decode=True, filters=filters)
+            for event in self._stream:
+                self._seen[str(event.get("id", ""))] = time.monotonic()
+                if len(self._seen) > self.MAX_REMEMBERED:
+                    self._seen.pop(next(iter(self._seen)))
+        except Exception as exc:  # the stream ends when the engine goes or we stop
+            if not self._stopped:
+                logger.warning("lost the engine's event stream: %s", exc)
+
+    async def seen(self, container_id: str, wait_s: float) -> bool:
+        deadline = time.monotonic() + wait_s
+        while container_id not in self._seen:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._stream is not None:
+            with contextlib.suppress(Exception):
+                self._stream.close()
+
+
 class DockerBackend(Backend):
     """Creates and removes sandbox containers on the local Docker engine."""
 
@@ -305,6 +359,12 @@ class DockerBackend(Backend):
         self.socket_path = _engine_socket()
         self.owner = owner_label()
         self._live: set[str] = set()
+        self._ooms = OomWatcher(self.client)
+        self._ooms.start()
+
+    async def oom_killed(self, container_id: str, *, wait_s: float = 2.0) -> bool:
+        """Whether the engine reported an OOM kill in this container (waits for the event)."""
+        return await self._ooms.seen(container_id, wait_s)
 
     async def create(self, image: str, policy: Policy) -> DockerSandbox:
         settings = container_settings(image, policy, self.owner)
@@ -371,6 +431,7 @@ class DockerBackend(Backend):
         return len(orphans)
 
     async def close(self) -> None:
+        self._ooms.stop()
         containers = await asyncio.to_thread(self._managed)
         mine = {c["Id"] for c in containers if c["Labels"].get(LABEL_OWNER) == self.owner}
         await asyncio.gather(*(self.remove_container(cid) for cid in mine | self._live))

@@ -121,11 +121,14 @@ def _warm_up() -> None:
 
 def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
     cpu = max(1, int(spec.cpu_s + 0.999))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (spec.nofile, spec.nofile))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (spec.fsize, spec.fsize))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+    _lower_limit(resource.RLIMIT_CPU, cpu, cpu + 1)
+    _lower_limit(resource.RLIMIT_NOFILE, spec.nofile, spec.nofile)
+    _lower_limit(resource.RLIMIT_FSIZE, spec.fsize, spec.fsize)
+    _lower_limit(resource.RLIMIT_CORE, 0, 0)
+    # No POSIX message queues (they would outlive the execution). gVisor refuses
+    # to set this limit, and has no message queues to limit.
+    with contextlib.suppress(ValueError, OSError):
+        _lower_limit(resource.RLIMIT_MSGQUEUE, 0, 0)
     os.setgroups([])
     os.setresgid(spec.gid, spec.gid, spec.gid)
     os.setresuid(spec.uid, spec.uid, spec.uid)
@@ -143,6 +146,14 @@ def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     _exec_search(spec.argv, spec.env)
+
+
+def _lower_limit(which: int, soft: int, hard: int) -> None:
+    """Set an rlimit, never above the hard limit already in force (only root could raise it)."""
+    _, current_hard = resource.getrlimit(which)
+    if current_hard != resource.RLIM_INFINITY:
+        hard = min(hard, current_hard)
+    resource.setrlimit(which, (min(soft, hard), hard))
 
 
 def _exec_search(argv: list[str], env: dict[str, str]) -> NoReturn:
