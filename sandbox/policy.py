@@ -129,6 +129,8 @@ MIN_UID: Final = 1000
 MAX_UID: Final = 2**31 - 2
 DEFAULT_UID: Final = 10001
 DEFAULT_GID: Final = 10001
+DEFAULT_JUDGE_UID: Final = 10002
+DEFAULT_JUDGE_GID: Final = 10002
 
 MAX_ENV_VARS: Final = 256
 MAX_ENV_NAME_LEN: Final = 128
@@ -639,12 +641,33 @@ class Network(_Model):
 
 
 class User(_Model):
-    """The unprivileged uid/gid that user code runs as (root stays the runner's)."""
+    """The unprivileged ids of candidate code and of hidden tests (root stays the runner's).
+
+    Hidden tests run as ``judge_uid``, which candidate code (``uid``) can neither
+    signal, trace nor read the files of.
+    """
 
     uid: _Id = DEFAULT_UID
     gid: _Id = DEFAULT_GID
+    judge_uid: _Id = DEFAULT_JUDGE_UID
+    judge_gid: _Id = DEFAULT_JUDGE_GID
 
-    @field_validator("uid", "gid", mode="before")
+    @model_validator(mode="after")
+    def _distinct(self) -> User:
+        if self.judge_uid == self.uid:
+            raise _KeyedValueError(
+                f"judge_uid must differ from uid ({self.uid}): hidden tests must be out of "
+                f"the candidate's reach; use e.g. {self.uid + 1}",
+                "judge_uid",
+            )
+        if self.judge_gid == self.gid:
+            raise _KeyedValueError(
+                f"judge_gid must differ from gid ({self.gid}); use e.g. {self.gid + 1}",
+                "judge_gid",
+            )
+        return self
+
+    @field_validator("uid", "gid", "judge_uid", "judge_gid", mode="before")
     @classmethod
     def _not_root(cls, value: Any, info: ValidationInfo) -> Any:
         if type(value) is int and value == 0:

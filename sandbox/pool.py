@@ -105,7 +105,7 @@ class _Group:
         self.idle: list[_Slot] = []
         self.busy = 0
         self.starting = 0
-        self.resetting = 0
+        self.resetting: set[_Slot] = set()
         self.waiting = 0
         self.created_total = 0
         self.retired_total = 0
@@ -114,7 +114,11 @@ class _Group:
 
     @property
     def total(self) -> int:
-        return len(self.idle) + self.busy + self.starting + self.resetting
+        return len(self.idle) + self.busy + self.starting + len(self.resetting)
+
+    def reusable_soon(self, tenant: str) -> bool:
+        """A sandbox of ``tenant`` is being reset and will be idle in a moment."""
+        return any(slot.tenant == tenant for slot in self.resetting)
 
     @property
     def unbound_ready(self) -> int:
@@ -141,7 +145,7 @@ class _Group:
             idle_bound=sum(1 for slot in self.idle if slot.tenant is not None),
             busy=self.busy,
             starting=self.starting,
-            resetting=self.resetting,
+            resetting=len(self.resetting),
             waiting=self.waiting,
             created_total=self.created_total,
             retired_total=self.retired_total,
@@ -251,18 +255,21 @@ class Pool:
         deadline = time.monotonic() + self.lease_timeout_s
         async with group.changed:
             while True:
+                self._purge_dead(group)
                 slot = group.take_idle(tenant)
                 if slot is not None:
                     slot.tenant = tenant
                     group.busy += 1
                     self._refill(group)
                     return slot
-                if group.total >= group.policy.pool.max:
+                # Waiting a few milliseconds for a reset beats starting a container.
+                soon = group.reusable_soon(tenant)
+                if not soon and group.total >= group.policy.pool.max:
                     self._evict_other_tenant(group, tenant)
-                if group.total < group.policy.pool.max:
+                if not soon and group.total < group.policy.pool.max:
                     group.starting += 1
                     break
-                if self._waiting() >= self.max_waiters:
+                if not soon and self._waiting() >= self.max_waiters:
                     raise CapacityError(
                         f"all {group.policy.pool.max} sandboxes of policy "
                         f"{group.policy.name!r} are busy and {self.max_waiters} requests "
@@ -293,6 +300,12 @@ class Pool:
                 )
             group.busy += 1
             return _Slot(sandbox, tenant=tenant)
+
+    def _purge_dead(self, group: _Group) -> None:
+        """Retire idle sandboxes already known to be dead, before anyone leases them."""
+        for slot in [slot for slot in group.idle if not slot.sandbox.alive]:
+            group.idle.remove(slot)
+            self._retire(group, slot, "died while idle")
 
     def _evict_other_tenant(self, group: _Group, tenant: str) -> None:
         for slot in group.idle:
@@ -352,7 +365,7 @@ class Pool:
             self._retire(group, slot, retire_reason or "pool closing")
             self._spawn(self._notify(group))
             return
-        group.resetting += 1
+        group.resetting.add(slot)
         self._spawn(self._reset(group, slot))
 
     async def _reset(self, group: _Group, slot: _Slot) -> None:
@@ -361,7 +374,7 @@ class Pool:
         except SandboxError as exc:
             problems = [f"reset failed: {exc}"]
         async with group.changed:
-            group.resetting -= 1
+            group.resetting.discard(slot)
             if problems or self._closed:
                 self._retire(group, slot, "; ".join(problems) or "pool closing")
             else:

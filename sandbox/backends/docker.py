@@ -1,9 +1,10 @@
 """Sandboxes as locked-down Docker containers, each with a persistent runner inside.
 
 Every container gets the secure defaults of the security model: the runner
-starts as root holding only SETUID, SETGID and KILL (to drop to the untrusted
-uid and to kill it); untrusted code runs as the policy's uid with no
-capability at all; no-new-privileges, read-only root, size- and inode-capped
+starts as root holding only SETUID, SETGID, KILL, DAC_OVERRIDE and FOWNER (to
+drop to the untrusted uids, to kill them and to wipe what they wrote);
+untrusted code runs as the policy's uid, hidden tests as its judge uid, both
+with no capability at all; no-new-privileges, read-only root, size- and inode-capped
 tmpfs for the writable paths, no network, memory with swap equal to memory,
 CPU quota, pids limit, nofile/fsize/core ulimits, docker-init reaping zombies,
 no log driver, and labels naming the owning service process so that leftovers
@@ -45,6 +46,7 @@ LABEL_POLICY_DIGEST = "sandbox-platform.policy-digest"
 RUNNER_CAPABILITIES = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "FOWNER")
 RUNNER_DIR = "/opt/sandbox"
 TMP_DIR = "/tmp"
+JUDGE_DIR = "/judge"
 SHM_DIR = "/dev/shm"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MiB = 1 << 20
@@ -86,12 +88,16 @@ def container_settings(image: str, policy: Policy, owner: str) -> dict[str, Any]
             fs.workspace.size_mb, fs.workspace.inodes, "0755", user.uid, user.gid
         ),
         TMP_DIR: _tmpfs_options(fs.tmp.size_mb, fs.tmp.inodes, "1777"),
+        JUDGE_DIR: _tmpfs_options(
+            fs.workspace.size_mb, fs.workspace.inodes, "0700", user.judge_uid, user.judge_gid
+        ),
     }
     for extra in fs.extra_tmpfs:
         tmpfs[extra.path] = _tmpfs_options(extra.size_mb, extra.inodes, "0755", user.uid, user.gid)
-    writable = [f"{WORKDIR}:755", f"{TMP_DIR}:1777", f"{SHM_DIR}:1777"]
+    writable = [f"{WORKDIR}:755", f"{TMP_DIR}:1777", f"{SHM_DIR}:1777", f"{JUDGE_DIR}:700"]
     writable += [f"{extra.path}:755" for extra in fs.extra_tmpfs]
     command = ["python3", "-m", "runner", "--uid", str(user.uid), "--gid", str(user.gid)]
+    command += ["--judge-uid", str(user.judge_uid), "--judge-gid", str(user.judge_gid)]
     for spec in writable:
         command += ["--dir", spec]
     memory = res.memory_mb * MiB
@@ -432,6 +438,4 @@ class DockerBackend(Backend):
 
     async def close(self) -> None:
         self._ooms.stop()
-        containers = await asyncio.to_thread(self._managed)
-        mine = {c["Id"] for c in containers if c["Labels"].get(LABEL_OWNER) == self.owner}
-        await asyncio.gather(*(self.remove_container(cid) for cid in mine | self._live))
+        await asyncio.gather(*(self.remove_container(cid) for cid in list(self._live)))

@@ -1,6 +1,6 @@
 """What a forked child does before it becomes untrusted code.
 
-The runner forks a *spare* ahead of each request (see :func:`serve_as_spare`):
+The zygote forks a *spare* ahead of each request (see :func:`serve_as_spare`):
 it closes the runner's channel, resets signals and warms itself up, then
 waits. Given a request, it applies rlimits, drops to the untrusted uid (losing
 every capability), writes the request's files as that uid, then either
@@ -16,19 +16,26 @@ import atexit
 import base64
 import builtins
 import contextlib
+import fcntl
 import importlib.machinery
 import io
 import json
 import os
 import resource
 import signal
+import socket
 import sys
 import threading
 import types
 from typing import TYPE_CHECKING
 
+from . import BASELINE_MODULES
+from .config import SANDBOX
+
 if TYPE_CHECKING:
     from typing import Any, NoReturn
+
+    from .config import Config
 
 # Exit code of a child whose set-up failed; the reason travels on the status pipe.
 SETUP_FAILED = 126
@@ -44,7 +51,7 @@ _FAST_PATH_PYTHON_VARS = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONDON
 class Spec:
     """What one child must become; decoded by the child itself from the request."""
 
-    def __init__(self, request: dict[str, Any], uid: int, gid: int) -> None:
+    def __init__(self, request: dict[str, Any], config: Config) -> None:
         self.argv: list[str] = request["argv"]
         self.cwd: str = request.get("cwd") or "/workspace"
         self.env: dict[str, str] = request.get("env") or {}
@@ -54,8 +61,7 @@ class Spec:
         self.nofile: int = int(limits.get("nofile", 256))
         self.fsize: int = int(limits.get("fsize_bytes", 64 << 20))
         self.python_fast_path: bool = bool(request.get("python_fast_path", True))
-        self.uid = uid
-        self.gid = gid
+        self.uid, self.gid = config.ids[request.get("role") or SANDBOX]
 
 
 def python_script(argv: list[str], env: dict[str, str]) -> str | None:
@@ -69,19 +75,18 @@ def python_script(argv: list[str], env: dict[str, str]) -> str | None:
     return argv[1]
 
 
-def serve_as_spare(control_fd: int, status_fd: int, uid: int, gid: int) -> NoReturn:
+def serve_as_spare(control_fd: int, status_fd: int, config: Config) -> NoReturn:
     """Body of a pre-forked spare: get ready, wait for one request, become its program.
 
     fds 0-2 are already the execution's stdin (a memfd) and output pipes. All
     the work that does not depend on the request (and the page faults it
-    costs) happens here, before the request arrives. Never returns.
+    costs) happens here, before the request arrives. A file descriptor sent
+    along with the request (the judge/candidate socket) becomes fd 3.
+    Never returns.
     """
     try:
         os.setsid()
-        keep = sorted((control_fd, status_fd))
-        os.closerange(3, keep[0])
-        os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, 65536)
+        control_fd, status_fd = _keep_only_above_3(control_fd, status_fd)
         for signum in _SIGNALS_TO_RESET:
             signal.signal(signum, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
@@ -90,25 +95,49 @@ def serve_as_spare(control_fd: int, status_fd: int, uid: int, gid: int) -> NoRet
             handle.write("1000")
         streams = _std_streams()
         _warm_up()
-        request = _read_request(control_fd)
+        request, passed = _read_request(control_fd)
         if request is None:  # the runner discarded this spare
             os._exit(0)
-        spec = Spec(request, uid, gid)
+        for fd in passed[:1]:
+            if fd != 3:
+                os.dup2(fd, 3)
+                os.close(fd)
+            os.set_inheritable(3, True)
+        spec = Spec(request, config)
         _become(spec, status_fd, streams)
     except BaseException as exc:
         _report_setup_failure(status_fd, exc)
     os._exit(SETUP_FAILED)
 
 
-def _read_request(fd: int) -> dict[str, Any] | None:
-    chunks = []
-    while chunk := os.read(fd, 65536):
+def _keep_only_above_3(*fds: int) -> list[int]:
+    """Close every fd from 3 up but ``fds``, which move above 3 (fd 3 is for the peer socket)."""
+    moved = []
+    for fd in fds:
+        if fd == 3:
+            new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 4)
+            os.close(fd)
+            fd = new
+        moved.append(fd)
+    low = 3
+    for fd in sorted(moved):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 65536)
+    return moved
+
+
+def _read_request(fd: int) -> tuple[dict[str, Any] | None, list[int]]:
+    control = socket.socket(fileno=fd)
+    first, passed, _, _ = socket.recv_fds(control, 65536, 4)
+    chunks = [first]
+    while chunk := control.recv(65536):
         chunks.append(chunk)
-    os.close(fd)
-    if not chunks:
-        return None
+    control.close()
+    if not first:
+        return None, passed
     request: dict[str, Any] = json.loads(b"".join(chunks))
-    return request
+    return request, passed
 
 
 def _warm_up() -> None:
@@ -224,10 +253,8 @@ def _run_python_main(
         sys.stdout.reconfigure(write_through=True)
         sys.stderr.reconfigure(write_through=True)
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
-    for name in [name for name in sys.modules if name == "runner" or name.startswith("runner.")]:
+    for name in [name for name in sys.modules if name not in BASELINE_MODULES]:
         del sys.modules[name]
-    if "random" in sys.modules:
-        sys.modules["random"].seed()
     path = os.path.abspath(script)
     sys.argv = [script, *args]
     extra = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
@@ -254,7 +281,9 @@ def _run_python_main(
         _excepthook(exc)
         code = 1
     try:
-        threading._shutdown()  # type: ignore[attr-defined]  # wait for non-daemon threads
+        # Wait for non-daemon threads, as interpreter shutdown does (the module may have
+        # been imported afresh by the script).
+        sys.modules.get("threading", threading)._shutdown()
     except SystemExit as exc:
         code = _exit_code(exc)
     atexit._run_exitfuncs()

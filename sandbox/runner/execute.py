@@ -1,10 +1,16 @@
-"""Run one untrusted program and watch it: time, CPU, memory and output limits.
+"""Run one untrusted program (or a judge with its candidate) and watch it.
 
-The runner forks a child (see :mod:`child`), then waits on the child's output
-pipes and on SIGCHLD, killing the whole process group (SIGTERM, a grace
-period, then SIGKILL) and every straggler of the untrusted uid when a limit is
-hit. The verdict about *why* a program stopped is decided here, by trusted
-code, from what the kernel reports.
+A spare from the zygote (see :mod:`zygote`) becomes the program; the runner
+waits on its output pipes and on the zygote's exit reports, killing the whole
+process group (SIGTERM, a grace period, then SIGKILL) and every straggler of
+the untrusted uids when a wall-time, CPU-time, memory or output limit is hit.
+The verdict about *why* a program stopped is decided here, by trusted code,
+from what the kernel reports.
+
+With a ``peer`` the request runs two programs joined by a socket on fd 3:
+the main one as the *judge* uid (hidden tests) and the peer as the *sandbox*
+uid (candidate code), so candidate code can neither read the tests nor touch
+the process that decides the verdict.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import os
 import select
 import signal
+import socket
 import stat
 import time
 from typing import TYPE_CHECKING
@@ -21,12 +28,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
-from . import child, procs
+from . import procs
 from .cgroup import Cgroup
+from .config import JUDGE, SANDBOX
 from .protocol import b64decode, b64encode
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .zygote import Zygote
 
 READ_CHUNK = 65536
 TERM_GRACE_S = 0.2
+KILL_WAIT_S = 5.0
 POLL_INTERVAL_S = 0.05
 DRAIN_LIMIT_S = 0.2
 
@@ -42,16 +55,21 @@ SETUP_ERROR = "setup_error"
 class _Capture:
     """Bytes read from one pipe, up to a cap."""
 
-    def __init__(self, fd: int, cap: int) -> None:
+    def __init__(self, fd: int, cap: int, *, keep_going: bool = False) -> None:
         self.fd = fd
         self.cap = cap
+        self.keep_going = keep_going
         self.chunks: list[bytes] = []
         self.size = 0
         self.truncated = False
         self.open = True
 
     def read(self) -> bool:
-        """Read what is available; False once the cap is exceeded."""
+        """Read what is available; False once the cap is exceeded (unless ``keep_going``).
+
+        A ``keep_going`` capture keeps draining past the cap and drops the excess,
+        so a chatty peer never blocks on a full pipe.
+        """
         try:
             data = os.read(self.fd, READ_CHUNK)
         except BlockingIOError:
@@ -64,7 +82,7 @@ class _Capture:
             self.chunks.append(data[:room])
             self.size = self.cap
             self.truncated = True
-            return False
+            return self.keep_going
         self.chunks.append(data)
         self.size += len(data)
         return True
@@ -78,69 +96,13 @@ class _Capture:
         return b"".join(self.chunks)
 
 
-class Spare:
-    """A pre-forked child waiting for its request, with its stdio pipes already in place."""
-
-    def __init__(self, uid: int, gid: int) -> None:
-        self.stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
-        self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        control_r, self.control_w = os.pipe2(os.O_CLOEXEC)
-        self.status_r, status_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:
-            os.dup2(self.stdin_fd, 0)
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            child.serve_as_spare(control_r, status_w, uid, gid)
-        self.pid = pid
-        for fd in (out_w, err_w, control_r, status_w):
-            os.close(fd)
-
-    def start(self, request: dict[str, Any]) -> None:
-        """Hand the spare its request: stdin goes into its memfd, the rest down its pipe."""
-        stdin = b64decode(request.pop("stdin", "") or "")
-        if stdin:
-            os.write(self.stdin_fd, stdin)
-            os.lseek(self.stdin_fd, 0, os.SEEK_SET)
-        os.close(self.stdin_fd)
-        body = json.dumps(request).encode()
-        try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(self.control_w, view) :]
-        except BrokenPipeError:
-            pass  # the spare died; its wait status tells what happened
-        os.close(self.control_w)
-
-    def discard(self) -> None:
-        """Tell the spare to exit and reap it."""
-        os.close(self.control_w)
-        os.close(self.stdin_fd)
-        for fd in (self.out_r, self.err_r, self.status_r):
-            os.close(fd)
-        os.waitpid(self.pid, 0)
-
-
 class Executor:
-    """Runs programs as ``uid:gid`` and reports what happened to them."""
+    """Runs requests with spares from the zygote and reports what happened to them."""
 
-    def __init__(self, uid: int, gid: int, wakeup_fd: int) -> None:
-        self.uid = uid
-        self.gid = gid
-        self.wakeup_fd = wakeup_fd
+    def __init__(self, config: Config, zygote: Zygote) -> None:
+        self.config = config
+        self.zygote = zygote
         self.cgroup = Cgroup()
-        self.spare: Spare | None = None
-
-    def prepare_spare(self) -> None:
-        """Fork the process that will run the next request, if there is none yet."""
-        if self.spare is None:
-            self.spare = Spare(self.uid, self.gid)
-
-    def discard_spare(self) -> None:
-        if self.spare is not None:
-            self.spare.discard()
-            self.spare = None
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         """Execute one ``exec`` request and return its result message."""
@@ -148,39 +110,61 @@ class Executor:
         wall_s = float(limits.get("wall_s", 10))
         cpu_s = float(limits.get("cpu_s", 10))
         memory_cap = limits.get("memory_bytes")
-        self.prepare_spare()
-        spare, self.spare = self.spare, None
-        assert spare is not None
+        peer_request: dict[str, Any] = request.get("peer") or {}
+        main = self.zygote.spare()
+        peer = self.zygote.spare() if peer_request else None
         oom_before = self.cgroup.oom_kills()
         cpu_before = self.cgroup.cpu_seconds()
         memory_before = self.cgroup.memory_bytes() or 0
         started = time.monotonic()
-        spare.start(request)
-        pid, out_r, err_r, status_r = spare.pid, spare.out_r, spare.err_r, spare.status_r
-        stdout = _Capture(out_r, int(limits.get("stdout_bytes", 1 << 20)))
-        stderr = _Capture(err_r, int(limits.get("stderr_bytes", 1 << 20)))
-        reason, status, rusage = self._watch(
-            pid,
-            stdout,
-            stderr,
+        if peer is not None:
+            judge_end, candidate_end = socket.socketpair()
+            peer.start(
+                {**peer_request, "role": SANDBOX, "limits": limits},
+                b64decode(peer_request.get("stdin") or ""),
+                [candidate_end.fileno()],
+            )
+            main.start(_child_request(request, JUDGE), _stdin(request), [judge_end.fileno()])
+            judge_end.close()
+            candidate_end.close()
+        else:
+            main.start(_child_request(request, request.get("role") or SANDBOX), _stdin(request), [])
+        stdout = _Capture(main.out_r, int(limits.get("stdout_bytes", 1 << 20)))
+        stderr = _Capture(main.err_r, int(limits.get("stderr_bytes", 1 << 20)))
+        watched = [stdout, stderr]
+        if peer is not None:
+            peer_cap = int(limits.get("stderr_bytes", 1 << 20))
+            peer_out = _Capture(peer.out_r, peer_cap, keep_going=True)
+            peer_err = _Capture(peer.err_r, peer_cap, keep_going=True)
+            watched += [peer_out, peer_err]
+        reason, exit_report = self._watch(
+            main.pid,
+            watched,
             started + wall_s,
             cpu_s,
             cpu_before,
             None if memory_cap is None else memory_before + int(memory_cap),
         )
         wall = time.monotonic() - started
-        setup_failure = _read_status(status_r)
+        setup_failure = _read_status(main.status_r)
+        peer_report = None
+        if peer is not None:
+            peer_report = self._stop(peer.pid)
         if not request.get("keep_processes"):
-            survivors = procs.kill_all(self.uid)
+            survivors = [pid for uid in self.config.untrusted_uids for pid in procs.kill_all(uid)]
             if survivors:
                 reason = reason or "leftover processes survived SIGKILL"
-        self._drain(stdout, stderr)
-        files = self._fetch(request.get("fetch") or [], request.get("cwd") or "/workspace")
-        cpu = rusage.ru_utime + rusage.ru_stime
+        self._drain(*watched)
+        for spare in (main, peer):
+            if spare is not None:
+                spare.close_outputs()
+        status = exit_report["status"]
+        cpu = exit_report["cpu_s"]
         oom = (self.cgroup.oom_kills() or 0) > (oom_before or 0)
-        verdict = _verdict(status, reason, oom, cpu, cpu_s)
+        if reason is None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+            reason = "cpu_time"
         result: dict[str, Any] = {
-            "status": verdict,
+            "status": _verdict(status, reason, oom, cpu, cpu_s),
             "exit_code": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "stdout": b64encode(stdout.data()),
@@ -189,10 +173,22 @@ class Executor:
             "stderr_truncated": stderr.truncated,
             "wall_s": round(wall, 6),
             "cpu_s": round(cpu, 6),
-            "peak_memory_bytes": rusage.ru_maxrss * 1024,
+            "peak_memory_bytes": exit_report["maxrss_kb"] * 1024,
             "reason": reason,
-            "files": files,
+            "oom_killed": oom,
+            "files": _fetch(request.get("fetch") or [], request.get("cwd") or "/workspace"),
         }
+        if peer is not None and peer_report is not None:
+            peer_status = peer_report["status"]
+            result["peer"] = {
+                "exit_code": (
+                    os.waitstatus_to_exitcode(peer_status) if os.WIFEXITED(peer_status) else None
+                ),
+                "signal": os.WTERMSIG(peer_status) if os.WIFSIGNALED(peer_status) else None,
+                "stdout": b64encode(peer_out.data()),
+                "stderr": b64encode(peer_err.data()),
+                "cpu_s": round(peer_report["cpu_s"], 6),
+            }
         if setup_failure is not None:
             result["status"] = SETUP_ERROR
             result["setup_error"] = setup_failure
@@ -201,41 +197,37 @@ class Executor:
     def _watch(
         self,
         pid: int,
-        stdout: _Capture,
-        stderr: _Capture,
+        captures: list[_Capture],
         deadline: float,
         cpu_s: float,
         cpu_before: float | None,
         memory_cap: int | None,
-    ) -> tuple[str | None, int, Any]:
-        """Wait for ``pid`` while enforcing limits; returns (kill reason, wait status, rusage)."""
+    ) -> tuple[str | None, dict[str, Any]]:
+        """Wait for ``pid`` while enforcing limits; returns (kill reason, exit report)."""
         poller = select.poll()
-        captures = {stdout.fd: stdout, stderr.fd: stderr}
-        for fd in captures:
+        by_fd = {capture.fd: capture for capture in captures}
+        for fd in by_fd:
             os.set_blocking(fd, False)
             poller.register(fd, select.POLLIN)
-        poller.register(self.wakeup_fd, select.POLLIN)
-        reason: str | None = None
+        poller.register(self.zygote.fileno(), select.POLLIN)
         while True:
-            waited, status, rusage = os.wait4(pid, os.WNOHANG)
-            if waited == pid:
-                return reason, status, rusage
+            if pid in self.zygote.exits:
+                return None, self.zygote.exits.pop(pid)
             now = time.monotonic()
-            if reason is None:
-                reason = self._limit_hit(now, deadline, cpu_s, cpu_before, memory_cap)
+            reason = self._limit_hit(now, deadline, cpu_s, cpu_before, memory_cap)
             if reason is not None:
-                return reason, *self._kill(pid)
+                return reason, self._stop(pid)
             timeout = max(0.0, min(deadline - now, POLL_INTERVAL_S))
             for fd, _ in poller.poll(timeout * 1000):
-                if fd == self.wakeup_fd:
-                    _drain_fd(fd)
+                if fd == self.zygote.fileno():
+                    self.zygote.receive()
                     continue
-                capture = captures[fd]
+                capture = by_fd[fd]
                 if not capture.read():
-                    return "output", *self._kill(pid)
+                    return "output", self._stop(pid)
                 if not capture.open:
                     poller.unregister(fd)
-                    del captures[fd]
+                    del by_fd[fd]
 
     def _limit_hit(
         self,
@@ -256,20 +248,22 @@ class Executor:
                 return "memory"
         return None
 
-    def _kill(self, pid: int) -> tuple[int, Any]:
-        """SIGTERM the process group, wait a grace period, then SIGKILL it and every straggler."""
+    def _stop(self, pid: int) -> dict[str, Any]:
+        """SIGTERM the process group, wait a grace period, then SIGKILL it and every straggler.
+
+        Returns the exit report of ``pid`` (which may already have exited).
+        """
+        report = self.zygote.exits.pop(pid, None)
+        if report is not None:
+            return report
         _signal_group(pid, signal.SIGTERM)
-        end = time.monotonic() + TERM_GRACE_S
-        while time.monotonic() < end:
-            waited, status, rusage = os.wait4(pid, os.WNOHANG)
-            if waited == pid:
-                procs.kill_all(self.uid)
-                return status, rusage
-            time.sleep(0.005)
-        _signal_group(pid, signal.SIGKILL)
-        procs.kill_all(self.uid, deadline_s=0.2)
-        _, status, rusage = os.wait4(pid, 0)
-        return status, rusage
+        report = self.zygote.wait_exit(pid, TERM_GRACE_S)
+        if report is None:
+            _signal_group(pid, signal.SIGKILL)
+            report = self.zygote.wait_exit(pid, KILL_WAIT_S)
+        if report is None:
+            raise RuntimeError(f"process {pid} survived SIGKILL for {KILL_WAIT_S} s")
+        return report
 
     def _drain(self, *captures: _Capture) -> None:
         """Read what is left in the pipes; stop at once when a writer still lives and is idle."""
@@ -280,35 +274,25 @@ class Executor:
                     break
             capture.close()
 
-    def _fetch(self, paths: list[str], cwd: str) -> dict[str, Any]:
-        """Read requested files back as the untrusted uid; symlinks and non-files are refused."""
-        if not paths:
-            return {}
-        read_r, read_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read_r)
-            try:
-                os.setgroups([])
-                os.setresgid(self.gid, self.gid, self.gid)
-                os.setresuid(self.uid, self.uid, self.uid)
-                out = json.dumps({p: _read_regular_file(cwd, p) for p in paths}).encode()
-                view = memoryview(out)
-                while view:
-                    view = view[os.write(read_w, view) :]
-            finally:
-                os._exit(0)
-        os.close(read_w)
-        chunks = []
-        while chunk := os.read(read_r, READ_CHUNK):
-            chunks.append(chunk)
-        os.close(read_r)
-        os.waitpid(pid, 0)
-        try:
-            fetched: dict[str, Any] = json.loads(b"".join(chunks) or b"{}")
-        except ValueError:
-            fetched = {p: {"error": "could not read"} for p in paths}
-        return fetched
+
+def _child_request(request: dict[str, Any], role: str) -> dict[str, Any]:
+    """What the spare needs: the request minus stdin (it goes into the memfd) and the peer."""
+    return {
+        key: value for key, value in request.items() if key not in ("stdin", "peer", "fetch")
+    } | {"role": role}
+
+
+def _stdin(request: dict[str, Any]) -> bytes:
+    return b64decode(request.get("stdin") or "")
+
+
+def _fetch(paths: list[str], cwd: str) -> dict[str, Any]:
+    """Read requested files back; symlinks anywhere on the path and non-files are refused.
+
+    The runner reads them itself (root with DAC_OVERRIDE), walking directory
+    descriptors with O_NOFOLLOW, after every untrusted process was stopped.
+    """
+    return {path: _read_regular_file(cwd, path) for path in paths}
 
 
 MAX_FETCH_BYTES = 16 << 20
@@ -384,14 +368,6 @@ def _read_status(fd: int) -> dict[str, Any] | None:
     except ValueError:
         return {"kind": "setup", "error": data.decode(errors="replace")}
     return parsed
-
-
-def _drain_fd(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
 
 
 def _readable(fd: int) -> bool:

@@ -33,7 +33,8 @@ def processes_of(uid: int) -> list[tuple[int, str]]:
 
 
 def kill_all(uid: int, *, deadline_s: float = 3.0) -> list[int]:
-    """SIGKILL every process of ``uid`` until none is left (zombies must be reaped too).
+    """SIGKILL every process of ``uid`` until none is left (zombies must be reaped too:
+    the zygote reaps its children, init the orphans).
 
     Returns the pids still present when the deadline passed (empty on success).
     """
@@ -47,19 +48,7 @@ def kill_all(uid: int, *, deadline_s: float = 3.0) -> list[int]:
             if state != "Z":
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-        _reap_own_children()
         if time.monotonic() > end:
             return [pid for pid, _ in alive]
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
-
-
-def _reap_own_children() -> None:
-    """Reap zombies the runner itself is parent of; init reaps the orphans."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return

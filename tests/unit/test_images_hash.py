@@ -94,12 +94,12 @@ def test_base_kind_is_part_of_the_tag(root: Path) -> None:
 
 
 def test_adding_a_directory_adds_an_image(root: Path) -> None:
-    assert "polyglot" not in images.image_names()
-    polyglot = root / "images" / "polyglot"
-    polyglot.mkdir()
-    (polyglot / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n")
-    assert "polyglot" in images.image_names()
-    assert images.image_tag("polyglot").startswith("sandbox-polyglot:")
+    assert "extra_lang" not in images.image_names()
+    extra_lang = root / "images" / "extra_lang"
+    extra_lang.mkdir()
+    (extra_lang / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n")
+    assert "extra_lang" in images.image_names()
+    assert images.image_tag("extra_lang").startswith("sandbox-extra_lang:")
     assert "base" not in images.image_names()
 
 

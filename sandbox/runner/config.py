@@ -1,0 +1,55 @@
+"""Who runs what: the uids of the two untrusted roles and the writable directories."""
+
+from __future__ import annotations
+
+SANDBOX = "sandbox"
+JUDGE = "judge"
+
+
+class WritableDir:
+    """A directory untrusted code may write, with the mode it must keep."""
+
+    def __init__(self, spec: str) -> None:
+        path, _, mode = spec.partition(":")
+        self.path = path
+        self.mode = int(mode, 8) if mode else None
+
+    def __repr__(self) -> str:
+        return f"WritableDir({self.path!r})"
+
+
+class Config:
+    """The runner's command line: ``--uid U --gid G --judge-uid J --judge-gid K --dir P:MODE``.
+
+    ``sandbox`` is the role of candidate code; ``judge`` the role of hidden
+    tests, which must be out of the candidate's reach (another uid).
+    """
+
+    def __init__(self, argv: list[str]) -> None:
+        values: dict[str, int] = {}
+        self.dirs: list[WritableDir] = []
+        pairs = iter(argv)
+        for flag in pairs:
+            value = next(pairs, None)
+            if value is None:
+                raise SystemExit(f"runner: {flag} needs a value")
+            if flag == "--dir":
+                self.dirs.append(WritableDir(value))
+            elif flag in ("--uid", "--gid", "--judge-uid", "--judge-gid"):
+                values[flag] = int(value)
+            else:
+                raise SystemExit(f"runner: unknown option {flag}")
+        missing = {"--uid", "--gid", "--judge-uid", "--judge-gid"} - set(values)
+        if missing:
+            raise SystemExit(f"runner: missing {sorted(missing)}")
+        self.ids = {
+            SANDBOX: (values["--uid"], values["--gid"]),
+            JUDGE: (values["--judge-uid"], values["--judge-gid"]),
+        }
+        uids = [uid for uid, _ in self.ids.values()]
+        if 0 in uids or len(set(uids)) != len(uids):
+            raise SystemExit("runner: the sandbox and judge uids must differ and not be 0")
+
+    @property
+    def untrusted_uids(self) -> list[int]:
+        return [uid for uid, _ in self.ids.values()]

@@ -1,0 +1,199 @@
+"""The zygote: forked at start-up, before any request, it forks every process that runs code.
+
+The runner reads requests (hidden tests among them) and collects outputs, so
+its memory holds data of earlier executions. A process forked from it would
+inherit that memory, and untrusted code may read its own memory. So the runner
+never forks untrusted code itself: it asks the zygote, whose memory holds
+nothing but the interpreter, for a *spare*. The zygote forks it, hands the
+runner the spare's file descriptors (SCM_RIGHTS), and reports every child's
+exit (wait status and resource usage), since only a parent can wait for it.
+
+Messages on the SOCK_SEQPACKET pair are small JSON objects, one per datagram.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+from typing import TYPE_CHECKING
+
+from . import child
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+    from .config import Config
+
+_MAX_MESSAGE = 4096
+_SPARE_FDS = 5
+
+
+class Spare:
+    """A child of the zygote waiting for its request, with its stdio already in place."""
+
+    def __init__(self, pid: int, fds: list[int]) -> None:
+        self.pid = pid
+        self.stdin_fd, self.out_r, self.err_r, control_fd, self.status_r = fds
+        self.control = socket.socket(fileno=control_fd)
+
+    def start(self, request: dict[str, Any], stdin: bytes, pass_fds: list[int]) -> None:
+        """Hand the spare its request: stdin into its memfd, the rest (and fds) on its socket."""
+        if stdin:
+            os.write(self.stdin_fd, stdin)
+            os.lseek(self.stdin_fd, 0, os.SEEK_SET)
+        os.close(self.stdin_fd)
+        body = json.dumps(request).encode()
+        try:
+            socket.send_fds(self.control, [body[:65536]], pass_fds)
+            self.control.sendall(body[65536:])
+            self.control.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the spare died; the zygote reports its exit
+        self.control.close()
+
+    def close_outputs(self) -> None:
+        for fd in (self.out_r, self.err_r, self.status_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Zygote:
+    """The runner's handle on the zygote process."""
+
+    def __init__(self, config: Config) -> None:
+        runner_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            runner_end.close()
+            _serve(zygote_end, config)
+        zygote_end.close()
+        self.pid = pid
+        self.sock = runner_end
+        self.exits: dict[int, dict[str, Any]] = {}
+        self._spares: list[Spare] = []
+        self._requested = 0
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def request_spare(self) -> None:
+        """Ask for a spare ahead of need; it is collected by :meth:`spare`."""
+        if not self._spares and not self._requested:
+            self.sock.send(b"spawn")
+            self._requested += 1
+
+    def spare(self) -> Spare:
+        """A ready spare (waiting for the zygote if one is on its way)."""
+        if not self._spares:
+            if not self._requested:
+                self.sock.send(b"spawn")
+                self._requested += 1
+            while not self._spares:
+                self.receive(block=True)
+        return self._spares.pop()
+
+    def receive(self, *, block: bool = False) -> None:
+        """Read the zygote's messages: spares handed over, children exited."""
+        while True:
+            if not block and not select.select([self.sock], [], [], 0)[0]:
+                return
+            data, fds, _, _ = socket.recv_fds(self.sock, _MAX_MESSAGE, _SPARE_FDS)
+            if not data:
+                raise RuntimeError("the zygote exited")
+            message = json.loads(data)
+            if "spare" in message:
+                self._requested -= 1
+                self._spares.append(Spare(message["spare"], fds))
+            else:
+                self.exits[message["exit"]] = message
+            block = False
+
+    def wait_exit(self, pid: int, timeout: float | None) -> dict[str, Any] | None:
+        """The exit report of ``pid``, waiting up to ``timeout`` seconds (None: forever)."""
+        while pid not in self.exits:
+            if not select.select([self.sock], [], [], timeout)[0]:
+                return None
+            self.receive()
+        return self.exits.pop(pid)
+
+
+def _serve(sock: socket.socket, config: Config) -> NoReturn:
+    """The zygote's loop: fork spares on request, report exits. Ends with the runner."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # the runner's channel stays the runner's
+    keep = sock.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 65536)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    while True:
+        ready, _, _ = select.select([sock.fileno(), wake_r], [], [])
+        if wake_r in ready:
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+            try:
+                _report_exits(sock)
+            except BrokenPipeError:
+                os._exit(0)
+        if sock.fileno() in ready:
+            try:
+                command = sock.recv(64)
+            except InterruptedError:
+                continue
+            except OSError:
+                command = b""
+            if not command:
+                os._exit(0)  # the runner is gone
+            try:
+                _fork_spare(sock, config)
+            except BrokenPipeError:
+                os._exit(0)  # the runner is gone
+
+
+def _fork_spare(sock: socket.socket, config: Config) -> None:
+    stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    runner_control, spare_control = socket.socketpair()
+    status_r, status_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        sock.close()
+        os.dup2(stdin_fd, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        child.serve_as_spare(spare_control.detach(), status_w, config)
+    spare_control.close()
+    for fd in (out_w, err_w, status_w):
+        os.close(fd)
+    handed = [stdin_fd, out_r, err_r, runner_control.fileno(), status_r]
+    socket.send_fds(sock, [json.dumps({"spare": pid}).encode()], handed)
+    runner_control.close()
+    for fd in (stdin_fd, out_r, err_r, status_r):
+        os.close(fd)
+
+
+def _report_exits(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        report = {
+            "exit": pid,
+            "status": status,
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "maxrss_kb": usage.ru_maxrss,
+        }
+        sock.send(json.dumps(report).encode())
