@@ -50,6 +50,7 @@ JUDGE_DIR = "/judge"
 SHM_DIR = "/dev/shm"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MiB = 1 << 20
+RUNNER_NOFILE = 4096
 
 # How long the runner may take to answer beyond the execution's own wall limit.
 REPLY_MARGIN_S = 10.0
@@ -113,7 +114,10 @@ def container_settings(image: str, policy: Policy, owner: str) -> dict[str, Any]
         "nano_cpus": int(res.cpus * 1e9),
         "pids_limit": res.pids,
         "ulimits": [
-            Ulimit(name="nofile", soft=res.open_files, hard=res.open_files),
+            # Untrusted code gets open_files for both; the runner may raise its own
+            # soft limit up to this hard one (descriptors in flight between it and
+            # the zygote count against it).
+            Ulimit(name="nofile", soft=res.open_files, hard=max(res.open_files, RUNNER_NOFILE)),
             Ulimit(name="fsize", soft=res.file_size_mb * MiB, hard=res.file_size_mb * MiB),
             Ulimit(name="core", soft=0, hard=0),
         ],

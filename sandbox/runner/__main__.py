@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import gc
 import os
+import resource
+import select
 import sys
 from typing import TYPE_CHECKING
 
@@ -70,6 +72,10 @@ class Runner:
     def serve(self, in_fd: int, out_fd: int) -> None:
         self.zygote.request_spare()
         while True:
+            # Take spares off the zygote's socket as they come: descriptors in
+            # flight count against root's descriptor limit across the whole host.
+            while select.select([in_fd, self.zygote.fileno()], [], [])[0] == [self.zygote.fileno()]:
+                self.zygote.receive()
             request = read_frame(in_fd)
             if request is None:
                 return
@@ -95,6 +101,8 @@ class Runner:
 
 def main(argv: list[str] | None = None) -> None:
     config = Config(sys.argv[1:] if argv is None else argv)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # untrusted code lowers it
     # The channel is fds 0 and 1; nothing else may write to fd 1.
     in_fd, out_fd = os.dup(0), os.dup(1)
     os.set_inheritable(in_fd, False)

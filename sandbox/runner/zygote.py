@@ -19,6 +19,7 @@ import os
 import select
 import signal
 import socket
+import time
 from typing import TYPE_CHECKING
 
 from . import child
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 _MAX_MESSAGE = 4096
 _SPARE_FDS = 5
+FORK_ATTEMPTS = 8
 
 
 class Spare:
@@ -108,6 +110,9 @@ class Zygote:
             if "spare" in message:
                 self._requested -= 1
                 self._spares.append(Spare(message["spare"], fds))
+            elif "error" in message:
+                self._requested -= 1
+                raise RuntimeError(message["error"])
             else:
                 self.exits[message["exit"]] = message
             block = False
@@ -157,6 +162,8 @@ def _serve(sock: socket.socket, config: Config) -> NoReturn:
                 _fork_spare(sock, config)
             except BrokenPipeError:
                 os._exit(0)  # the runner is gone
+            except OSError as exc:  # e.g. the pids limit is still full of a fork bomb
+                sock.send(json.dumps({"error": f"cannot fork a spare: {exc}"}).encode())
 
 
 def _fork_spare(sock: socket.socket, config: Config) -> None:
@@ -165,7 +172,14 @@ def _fork_spare(sock: socket.socket, config: Config) -> None:
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     runner_control, spare_control = socket.socketpair()
     status_r, status_w = os.pipe2(os.O_CLOEXEC)
-    pid = os.fork()
+    try:
+        pid = _fork_with_retries()
+    except OSError:
+        for fd in (stdin_fd, out_r, out_w, err_r, err_w, status_r, status_w):
+            os.close(fd)
+        runner_control.close()
+        spare_control.close()
+        raise
     if pid == 0:
         sock.close()
         os.dup2(stdin_fd, 0)
@@ -180,6 +194,18 @@ def _fork_spare(sock: socket.socket, config: Config) -> None:
     runner_control.close()
     for fd in (stdin_fd, out_r, err_r, status_r):
         os.close(fd)
+
+
+def _fork_with_retries() -> int:
+    """``os.fork``, retried for a while when the pids limit is momentarily full."""
+    delay = 0.01
+    for _ in range(FORK_ATTEMPTS - 1):
+        try:
+            return os.fork()
+        except BlockingIOError:
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+    return os.fork()
 
 
 def _report_exits(sock: socket.socket) -> None:
