@@ -12,7 +12,7 @@ from sandbox.platform import Platform, PlatformSettings
 
 from . import errors
 from .middleware import BodyPolicy
-from .routers import health, pool, run
+from .routers import compat, health, judge, pool, run
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,6 @@ def create_app(settings: PlatformSettings | None = None) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)
-    for module in (run, pool, health):
+    for module in (run, judge, compat, pool, health):
         app.include_router(module.router)
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -9,9 +11,9 @@ from collections.abc import Callable, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import metrics
-from .backends.base import WORKDIR
+from .backends.base import WORKDIR, Sandbox
 from .errors import InfrastructureError, InvalidRequestError, NotFoundError, SandboxTimeoutError
-from .languages import get_language
+from .languages import Language, get_language
 from .policy import LimitOverrides, Policy, Resources, effective_limits
 from .pool import Pool
 from .results import ExecLimits, ExecResult, ExecStatus
@@ -48,6 +50,9 @@ class RunRequest(BaseModel):
     args: list[str] = Field(default_factory=list, max_length=MAX_ARGS)
     files: dict[str, str] = Field(
         default_factory=dict, description="Extra files for the working directory: path -> text."
+    )
+    files_base64: dict[str, str] = Field(
+        default_factory=dict, description="Extra files as bytes: path -> base64."
     )
     env: dict[str, str] = Field(
         default_factory=dict, description="Variables to pass; the policy's env.allow names them."
@@ -88,6 +93,7 @@ def exec_limits(policy: Policy, overrides: LimitOverrides | None) -> ExecLimits:
         stderr_bytes=limits.stderr_bytes,
         nofile=limits.open_files,
         fsize_bytes=limits.file_size_mb * MiB,
+        compile_s=limits.compile_time_s,
         memory_bytes=limits.memory_mb * MiB if lowered_memory else None,
     )
 
@@ -102,6 +108,21 @@ def sandbox_env(policy: Policy, requested: Mapping[str, str]) -> dict[str, str]:
             f"(allowed: {allowed}); add them to env.allow in the policy or drop them"
         )
     return {**BASE_ENV, **policy.env.set, **requested}
+
+
+async def build(
+    sandbox: Sandbox,
+    language: Language,
+    files: Mapping[str, bytes],
+    limits: ExecLimits,
+    env: Mapping[str, str],
+) -> ExecResult:
+    """Write ``files`` and run the language's build under the compile limits."""
+    assert language.compile is not None
+    compile_limits = limits.model_copy(
+        update={"wall_s": limits.compile_s, "cpu_s": limits.compile_s, "memory_bytes": None}
+    )
+    return await sandbox.exec(list(language.compile), limits=compile_limits, env=env, files=files)
 
 
 class ExecutionService:
@@ -122,42 +143,64 @@ class ExecutionService:
             raise NotFoundError(f"unknown policy {name!r}; use one of: {known}") from None
 
     async def run(self, request: RunRequest, *, tenant: str) -> ExecResult:
-        """Run one program; infrastructure failures come back as ``infra_error`` results."""
+        """Run one program; a failed build is ``compile_error``, infrastructure ``infra_error``."""
+        built, ran = await self.run_program(request, tenant=tenant)
+        if ran is not None:
+            return ran
+        assert built is not None
+        return built.model_copy(update={"status": ExecStatus.COMPILE_ERROR})
+
+    async def run_program(
+        self, request: RunRequest, *, tenant: str
+    ) -> tuple[ExecResult | None, ExecResult | None]:
+        """The build's result (compiled languages) and the run's (None if the build failed)."""
         language = get_language(request.language)
         policy = self.policy(request.policy)
         limits = exec_limits(policy, request.limits)
-        env = sandbox_env(policy, request.env)
+        env = {**sandbox_env(policy, request.env), **language.env}
         files = self._files(request, language.source_file)
         for path in request.fetch_files:
             check_relative_path(path)
         image = self.resolve_image(language.image)
         started = time.perf_counter()
+        built: ExecResult | None = None
+        ran: ExecResult | None = None
         try:
             async with self.pool.lease(image, policy, tenant) as lease:
-                result = await lease.sandbox.exec(
-                    [*language.run, *request.args],
-                    limits=limits,
-                    stdin=request.stdin.encode(),
-                    env=env,
-                    files=files,
-                    fetch=request.fetch_files,
-                    reset_after=True,
-                )
-                if result.anomalous:
-                    lease.retire(f"execution ended by the runner: {result.reason}")
+                if language.compiled:
+                    built = await build(lease.sandbox, language, files, limits, env)
+                    files = {}
+                if built is None or built.status is ExecStatus.OK:
+                    ran = await lease.sandbox.exec(
+                        [*language.run, *request.args],
+                        limits=limits,
+                        stdin=request.stdin.encode(),
+                        env=env,
+                        files=files,
+                        fetch=request.fetch_files,
+                        reset_after=True,
+                    )
+                    if ran.anomalous:
+                        lease.retire(f"execution ended by the runner: {ran.reason}")
         except (InfrastructureError, SandboxTimeoutError) as exc:
             logger.warning("execution failed for infrastructure reasons: %s", exc)
-            result = ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
-        metrics.record_execution(
-            language.name, policy.name, result.status.value, time.perf_counter() - started
-        )
-        return result
+            ran = ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
+        status = (ran or built or ExecResult(status=ExecStatus.INFRA_ERROR)).status.value
+        if ran is None:
+            status = ExecStatus.COMPILE_ERROR.value
+        metrics.record_execution(language.name, policy.name, status, time.perf_counter() - started)
+        return built, ran
 
     @staticmethod
     def _files(request: RunRequest, source_file: str) -> dict[str, bytes]:
-        if len(request.files) > MAX_FILES:
+        if len(request.files) + len(request.files_base64) > MAX_FILES:
             raise InvalidRequestError(f"at most {MAX_FILES} files per request")
         files = {check_relative_path(path): text.encode() for path, text in request.files.items()}
+        for path, text in request.files_base64.items():
+            try:
+                files[check_relative_path(path)] = base64.b64decode(text, validate=True)
+            except binascii.Error:
+                raise InvalidRequestError(f"files_base64[{path!r}] is not base64") from None
         if sum(len(data) for data in files.values()) > MAX_FILES_BYTES:
             raise InvalidRequestError(f"files total more than {MAX_FILES_BYTES} bytes")
         if source_file in files:

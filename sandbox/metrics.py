@@ -47,6 +47,21 @@ def record_execution(language: str, policy: str, status: str, seconds: float) ->
         INFRA_ERRORS.labels(policy).inc()
 
 
+JUDGEMENTS = Counter(
+    "sandbox_judgements_total",
+    "Submissions judged, by language, policy and error class (none when every test passed).",
+    ["language", "policy", "error_class"],
+    registry=REGISTRY,
+)
+
+
+def record_judgement(language: str, policy: str, error_class: str | None) -> None:
+    """Count one judged submission; infrastructure failures are counted apart."""
+    JUDGEMENTS.labels(language, policy, error_class or "none").inc()
+    if error_class == "infra":
+        INFRA_ERRORS.labels(policy).inc()
+
+
 def exposition() -> bytes:
     """The registry in Prometheus text format."""
     return generate_latest(REGISTRY)

@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .backends.docker import DockerBackend
 from .errors import InfrastructureError, NotFoundError
+from .evaluate import Evaluator
 from .execution import ExecutionService
 from .images import resolve_image
+from .judge import Judge
 from .languages import LANGUAGES
 from .policy import Policy, load_policy_dir
 from .pool import DEFAULT_LEASE_TIMEOUT_S, DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY, Pool
@@ -76,6 +78,8 @@ class Platform:
             lease_timeout_s=self.settings.lease_timeout_s,
         )
         self.execution = ExecutionService(self.pool, self.policies, self.image)
+        self.judge = Judge(self.pool, self.policies, self.image)
+        self.evaluator = Evaluator(self.judge)
 
     def _resolve_images(self) -> dict[str, str]:
         names = sorted({language.image for language in LANGUAGES.values()})
@@ -91,11 +95,14 @@ class Platform:
             ) from None
 
     async def start(self, *, wait: bool = True) -> None:
-        """Remove leftovers, then warm the chosen policies (waiting for them with ``wait``)."""
+        """Remove leftovers, then warm the chosen policies (waiting for them with ``wait``).
+
+        The Python image is warmed; the polyglot image warms on first use.
+        """
         await self.pool.start()
         for name in self.settings.warm:
             policy = self.policies[name]
-            for image in sorted({self.image(lang.image) for lang in LANGUAGES.values()}):
+            for image in [self.image("python")]:
                 try:
                     await asyncio.wait_for(
                         self.pool.warm(image, policy, wait=wait), self.settings.warm_timeout_s
@@ -110,6 +117,7 @@ class Platform:
 
     async def close(self) -> None:
         """Destroy every sandbox; idempotent."""
+        await self.evaluator.close()
         await self.pool.close()
 
     def policy_names(self) -> Sequence[str]:

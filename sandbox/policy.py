@@ -102,6 +102,7 @@ MIN_TIME_S: Final = 0.1
 MAX_TIME_S: Final = 3600.0
 DEFAULT_WALL_TIME_S: Final = 10.0
 DEFAULT_CPU_TIME_S: Final = 10.0
+DEFAULT_COMPILE_TIME_S: Final = 30.0
 MIN_OUTPUT_BYTES: Final = 1
 MAX_OUTPUT_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_OUTPUT_BYTES: Final = 1024 * 1024
@@ -481,6 +482,7 @@ class Resources(_Model):
     pids: _Pids = DEFAULT_PIDS
     wall_time_s: _Seconds = DEFAULT_WALL_TIME_S
     cpu_time_s: _Seconds = DEFAULT_CPU_TIME_S
+    compile_time_s: _Seconds = DEFAULT_COMPILE_TIME_S
     stdout_bytes: _OutputBytes = DEFAULT_OUTPUT_BYTES
     stderr_bytes: _OutputBytes = DEFAULT_OUTPUT_BYTES
     open_files: _OpenFiles = DEFAULT_OPEN_FILES
@@ -811,6 +813,7 @@ class LimitOverrides(_Model):
 
     wall_time_s: _Seconds | None = None
     cpu_time_s: _Seconds | None = None
+    compile_time_s: _Seconds | None = None
     memory_mb: _MemoryMb | None = None
     stdout_bytes: _OutputBytes | None = None
     stderr_bytes: _OutputBytes | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +18,7 @@ class ExecStatus(StrEnum):
     MEMORY_LIMIT = "memory_limit"
     OUTPUT_LIMIT = "output_limit"
     SIGNAL = "signal"
+    COMPILE_ERROR = "compile_error"
     INFRA_ERROR = "infra_error"
 
 
@@ -41,6 +43,7 @@ class ExecLimits(BaseModel):
     stderr_bytes: int
     nofile: int
     fsize_bytes: int
+    compile_s: float = Field(default=30.0, description="Wall and CPU limit of a build.")
     memory_bytes: int | None = Field(
         default=None, description="Lower than the container's memory limit, or None."
     )
@@ -63,6 +66,10 @@ class ExecResult(BaseModel):
     files: dict[str, bytes] = {}
     file_errors: dict[str, str] = {}
     error: str | None = Field(default=None, description="Infrastructure error message.")
+    oom_killed: bool = Field(default=False, description="The kernel OOM-killed a process.")
+    peer: dict[str, Any] | None = Field(
+        default=None, description="Exit and output of the peer process, for paired runs."
+    )
 
     @property
     def anomalous(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..policy import Policy
 from ..results import ExecLimits, ExecResult
@@ -31,6 +32,7 @@ class Sandbox(ABC):
         fetch: Sequence[str] = (),
         keep_processes: bool = False,
         reset_after: bool = False,
+        peer: Mapping[str, Any] | None = None,
     ) -> ExecResult:
         """Run ``argv`` as the untrusted user after writing ``files`` (relative to ``cwd``).
 
@@ -39,7 +41,9 @@ class Sandbox(ABC):
         ``fetch`` names files to read back afterwards; ``keep_processes`` leaves
         background processes running (sessions); ``reset_after`` lets the sandbox
         start its reset as soon as the result is out: the next :meth:`reset` then
-        only collects its outcome.
+        only collects its outcome. With ``peer`` (``argv``, ``cwd``, ``env``,
+        ``files``) ``argv`` runs as the *judge* uid and the peer as the sandbox uid,
+        joined by a socket on fd 3; the peer's exit and output are in ``result.peer``.
         """
 
     @abstractmethod

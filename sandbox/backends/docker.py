@@ -78,7 +78,10 @@ def owner_alive(label: str) -> bool:
 
 
 def _tmpfs_options(size_mb: int, inodes: int, mode: str, uid: int = 0, gid: int = 0) -> str:
-    return f"rw,nosuid,nodev,size={size_mb}m,nr_inodes={inodes},uid={uid},gid={gid},mode={mode}"
+    # Docker mounts tmpfs noexec unless told otherwise; compiled programs run from here.
+    return (
+        f"rw,exec,nosuid,nodev,size={size_mb}m,nr_inodes={inodes},uid={uid},gid={gid},mode={mode}"
+    )
 
 
 def container_settings(image: str, policy: Policy, owner: str) -> dict[str, Any]:
@@ -202,6 +205,7 @@ class DockerSandbox(Sandbox):
         fetch: Sequence[str] = (),
         keep_processes: bool = False,
         reset_after: bool = False,
+        peer: Mapping[str, Any] | None = None,
     ) -> ExecResult:
         message = {
             "op": "exec",
@@ -209,10 +213,7 @@ class DockerSandbox(Sandbox):
             "cwd": cwd,
             "env": dict(env or {}),
             "stdin": base64.b64encode(stdin).decode(),
-            "files": [
-                {"path": path, "data": base64.b64encode(data).decode()}
-                for path, data in (files or {}).items()
-            ],
+            "files": _wire_files(files),
             "limits": {
                 "wall_s": limits.wall_s,
                 "cpu_s": limits.cpu_s,
@@ -226,6 +227,13 @@ class DockerSandbox(Sandbox):
             "keep_processes": keep_processes,
             "reset_after": reset_after,
         }
+        if peer is not None:
+            message["peer"] = {
+                "argv": list(peer["argv"]),
+                "cwd": peer.get("cwd", WORKDIR),
+                "env": dict(peer.get("env") or {}),
+                "files": _wire_files(peer.get("files")),
+            }
         try:
             reply = await self._call(message, limits.wall_s + REPLY_MARGIN_S, follow_up=reset_after)
         except ContainerLostError:
@@ -275,6 +283,13 @@ class DockerSandbox(Sandbox):
         logger.debug("sandbox %s ready: %s", self.id[:12], reply)
 
 
+def _wire_files(files: Mapping[str, bytes] | None) -> list[dict[str, str]]:
+    return [
+        {"path": path, "data": base64.b64encode(data).decode()}
+        for path, data in (files or {}).items()
+    ]
+
+
 def _result_from_reply(reply: dict[str, Any], argv: Sequence[str]) -> ExecResult:
     status = reply["status"]
     if status == "setup_error":
@@ -307,7 +322,19 @@ def _result_from_reply(reply: dict[str, Any], argv: Sequence[str]) -> ExecResult
         reason=reply.get("reason"),
         files=files,
         file_errors=file_errors,
+        oom_killed=bool(reply.get("oom_killed")),
+        peer=_peer_from_reply(reply.get("peer")),
     )
+
+
+def _peer_from_reply(peer: dict[str, Any] | None) -> dict[str, Any] | None:
+    if peer is None:
+        return None
+    return {
+        **peer,
+        "stdout": base64.b64decode(peer.get("stdout", "")),
+        "stderr": base64.b64decode(peer.get("stderr", "")),
+    }
 
 
 class OomWatcher:

@@ -70,7 +70,8 @@ class Runner:
         raise ValueError(f"unknown op {op!r}")
 
     def serve(self, in_fd: int, out_fd: int) -> None:
-        self.zygote.request_spare()
+        spares = 1
+        self.zygote.request_spares(spares)
         while True:
             # Take spares off the zygote's socket as they come: descriptors in
             # flight count against root's descriptor limit across the whole host.
@@ -83,8 +84,11 @@ class Runner:
             if request.get("op") == "exec" and request.get("reset_after"):
                 # A second frame, after the reply went out: the reset's outcome.
                 write_frame(out_fd, self._reply(request, "reset"))
-            # Have the next execution's process forked while the service reads the reply.
-            self.zygote.request_spare()
+            # Have the next execution's processes forked while the service reads the
+            # reply: as many as the last execution needed (two for a judge and its peer).
+            if request.get("op") == "exec":
+                spares = 2 if request.get("peer") else 1
+            self.zygote.request_spares(spares)
 
     def _reply(self, request: dict[str, Any], op: object) -> dict[str, Any]:
         reply: dict[str, Any] = {"id": request.get("id")}

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 # Exit code of a child whose set-up failed; the reason travels on the status pipe.
 SETUP_FAILED = 126
 
+HARNESS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness")
 _SIGNALS_TO_RESET = (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
 
 
@@ -61,7 +62,8 @@ class Spec:
         self.nofile: int = int(limits.get("nofile", 256))
         self.fsize: int = int(limits.get("fsize_bytes", 64 << 20))
         self.python_fast_path: bool = bool(request.get("python_fast_path", True))
-        self.uid, self.gid = config.ids[request.get("role") or SANDBOX]
+        self.role: str = request.get("role") or SANDBOX
+        self.uid, self.gid = config.ids[self.role]
 
 
 def python_script(argv: list[str], env: dict[str, str]) -> str | None:
@@ -171,10 +173,18 @@ def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
     script = python_script(spec.argv, spec.env) if spec.python_fast_path else None
     if script is not None:
         os.close(status_fd)
-        _run_python_main(script, spec.argv[2:], spec.env, streams)
+        # A user's script sees the modules of a fresh interpreter; our own harness
+        # (judge and candidate server) keeps what the zygote already imported.
+        _run_python_main(
+            script, spec.argv[2:], spec.env, streams, fresh_modules=not _is_harness(script)
+        )
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     _exec_search(spec.argv, spec.env)
+
+
+def _is_harness(script: str) -> bool:
+    return os.path.dirname(os.path.abspath(script)) == HARNESS_DIR
 
 
 def _lower_limit(which: int, soft: int, hard: int) -> None:
@@ -242,7 +252,12 @@ def _std_streams() -> tuple[Any, Any, Any]:
 
 
 def _run_python_main(
-    script: str, args: list[str], env: dict[str, str], streams: tuple[Any, Any, Any]
+    script: str,
+    args: list[str],
+    env: dict[str, str],
+    streams: tuple[Any, Any, Any],
+    *,
+    fresh_modules: bool,
 ) -> NoReturn:
     """Run ``script`` as ``__main__`` in this interpreter, then exit like ``python3`` would."""
     os.environ.clear()
@@ -253,8 +268,9 @@ def _run_python_main(
         sys.stdout.reconfigure(write_through=True)
         sys.stderr.reconfigure(write_through=True)
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
-    for name in [name for name in sys.modules if name not in BASELINE_MODULES]:
-        del sys.modules[name]
+    if fresh_modules:
+        for name in [name for name in sys.modules if name not in BASELINE_MODULES]:
+            del sys.modules[name]
     path = os.path.abspath(script)
     sys.argv = [script, *args]
     extra = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]

@@ -82,9 +82,9 @@ class Zygote:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def request_spare(self) -> None:
-        """Ask for a spare ahead of need; it is collected by :meth:`spare`."""
-        if not self._spares and not self._requested:
+    def request_spares(self, count: int) -> None:
+        """Ask ahead of need for spares until ``count`` are ready or on their way."""
+        while len(self._spares) + self._requested < count:
             self.sock.send(b"spawn")
             self._requested += 1
 

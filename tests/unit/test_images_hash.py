@@ -117,8 +117,8 @@ def test_build_context_hashes_like_its_sources(root: Path, tmp_path: Path) -> No
     context = tmp_path / "context"
     images._assemble_context("python", context)
     assert (context / "Dockerfile").is_file()
-    runner = sorted(p.name for p in (context / "runner").iterdir())
-    assert runner == sorted(p.name for p in (root / "sandbox" / "runner").glob("*.py"))
+    runner = [rel for rel, _ in images._files(context / "runner")]
+    assert runner == [rel for rel, _ in images._files(root / "sandbox" / "runner", "*.py")]
     image_copy = [(rel, p) for rel, p in images._files(context) if not rel.startswith("runner/")]
     runner_copy = images._files(context / "runner")
     digest = images._image_hash("python", "debootstrap", image_copy, runner_copy)

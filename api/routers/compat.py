@@ -1,0 +1,29 @@
+"""What RL frameworks already speak: SandboxFusion's ``/run_code``, OpenRLHF's ``/get_reward``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from sandbox.compat import RewardRequest, RewardResponse, RunCodeRequest, RunCodeResponse
+from sandbox.compat import get_reward as judge_rewards
+from sandbox.compat import run_code as run_sandboxfusion
+
+from ..deps import PlatformDep, TenantDep
+
+router = APIRouter(tags=["compatibility"])
+
+
+@router.post("/run_code", response_model=RunCodeResponse)
+async def run_code(
+    request: RunCodeRequest, platform: PlatformDep, tenant: TenantDep
+) -> RunCodeResponse:
+    """SandboxFusion-compatible: verl's sandbox-fusion reward code works by changing its URL."""
+    return await run_sandboxfusion(platform.execution, request, tenant=tenant)
+
+
+@router.post("/get_reward", response_model=RewardResponse)
+async def get_reward(
+    request: RewardRequest, platform: PlatformDep, tenant: TenantDep
+) -> RewardResponse:
+    """OpenRLHF remote-reward-compatible; each label carries the hidden tests."""
+    return await judge_rewards(platform.judge, request, tenant=tenant)

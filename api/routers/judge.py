@@ -1,0 +1,46 @@
+"""``POST /v1/judge`` (one submission) and ``POST /v1/evaluate`` (a batch, streamed as NDJSON)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header
+from fastapi.responses import StreamingResponse
+
+from sandbox.evaluate import EvaluateRequest
+from sandbox.judge import JudgeRequest, JudgeResult
+
+from ..deps import PlatformDep, TenantDep
+
+router = APIRouter(prefix="/v1", tags=["judge"])
+
+
+@router.post("/judge", response_model=JudgeResult)
+async def judge(request: JudgeRequest, platform: PlatformDep, tenant: TenantDep) -> JudgeResult:
+    """Run a submission against its hidden tests: per-test verdicts, passed/total, reward.
+
+    An infrastructure failure gives ``reward: null`` and ``error_class: "infra"``.
+    """
+    return await platform.judge.judge(request, tenant=tenant)
+
+
+@router.post(
+    "/evaluate",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}}},
+)
+async def evaluate(
+    request: EvaluateRequest,
+    platform: PlatformDep,
+    tenant: TenantDep,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> StreamingResponse:
+    """Judge a batch; one NDJSON line per item as it finishes, then a summary line.
+
+    Each item's tests run in one leased container. A retry with the same
+    ``Idempotency-Key`` (header or field) replays or joins the first run.
+    """
+    if idempotency_key and not request.idempotency_key:
+        request = request.model_copy(update={"idempotency_key": idempotency_key})
+    lines = platform.evaluator.start(request, tenant=tenant)
+    return StreamingResponse(lines, media_type="application/x-ndjson")

@@ -1,0 +1,726 @@
+"""Hidden tests, verdicts and rewards an RL trainer can trust.
+
+Four kinds of tests, all run inside one leased sandbox per submission:
+
+- ``io``: stdin to expected stdout. The program runs once per case; the
+  expected output never enters the container and is compared here, by the
+  trusted side (exact, trailing-whitespace, token-wise or float-tolerant).
+- ``function`` (Python): an entry point, argument lists and expected values.
+  The candidate runs in its own process as the sandbox uid; a harness running
+  as the judge uid calls it across a socket and reports the *plain values* it
+  returned; they are compared here. Objects with a rigged ``__eq__`` cannot
+  cross the boundary as values.
+- ``assert`` (Python: HumanEval's ``check(candidate)``, MBPP asserts): the test
+  script runs in the judge process against stand-ins of the candidate, each
+  assert-bearing statement a test. Other languages: the test code is appended
+  to the candidate's and must print the ``JUDGE_COMPLETE`` marker last; the
+  marker is replaced with a fresh random nonce per run.
+- ``files`` (Python): hidden pytest files run in the judge process, with the
+  candidate's module imported through the same boundary.
+
+A pass needs positive evidence written after the last test: the judge's
+report with ``"complete": true`` (or the nonce), never the candidate's exit
+status or what it printed. An infrastructure failure gives reward ``None`` and
+``error_class: "infra"``, never 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import metrics
+from .backends.base import WORKDIR, Sandbox
+from .errors import InfrastructureError, InvalidRequestError, SandboxTimeoutError
+from .execution import (
+    BASE_ENV,
+    MAX_CODE_BYTES,
+    build,
+    check_relative_path,
+    exec_limits,
+    sandbox_env,
+)
+from .languages import Language, get_language
+from .policy import LimitOverrides, Policy
+from .pool import Pool
+from .results import ExecLimits, ExecResult, ExecStatus
+from .runner.harness import wire
+
+logger = logging.getLogger(__name__)
+
+HARNESS_DIR = "/opt/sandbox/runner/harness"
+JUDGE_DIR = "/judge"
+CANDIDATE_FILE = "solution.py"
+COMPLETE_MARKER = "JUDGE_COMPLETE"
+MAX_CASES = 10_000
+MAX_TEST_FILES = 64
+DEFAULT_TEST_TIMEOUT_S = 5.0
+LOAD_TIMEOUT_S = 10.0
+MESSAGE_CHARS = 500
+_COMPILED_HARNESS_NOTE = "test code for compiled and other non-Python languages"
+
+
+class TestVerdict(StrEnum):
+    """What happened to one test."""
+
+    PASSED = "passed"
+    WRONG_ANSWER = "wrong_answer"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+    COMPILE_ERROR = "compile_error"
+    SKIPPED = "skipped"
+    INFRA_ERROR = "infra_error"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IOCase(_Wire):
+    """One stdin/expected-stdout pair."""
+
+    stdin: str = ""
+    expected_stdout: str
+    weight: float = Field(default=1.0, gt=0)
+    name: str | None = None
+
+
+class IOTests(_Wire):
+    kind: Literal["io"] = "io"
+    cases: list[IOCase] = Field(min_length=1, max_length=MAX_CASES)
+    compare: Literal["exact", "rstrip", "tokens", "float"] = "rstrip"
+    float_rel_tol: float = Field(default=1e-6, ge=0)
+    float_abs_tol: float = Field(default=1e-9, ge=0)
+
+
+class FunctionCase(_Wire):
+    """Arguments for one call and the value it must return (JSON, or wire-tagged values)."""
+
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    expected: Any = None
+    weight: float = Field(default=1.0, gt=0)
+    name: str | None = None
+
+
+class FunctionTests(_Wire):
+    kind: Literal["function"] = "function"
+    entry_point: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    cases: list[FunctionCase] = Field(min_length=1, max_length=MAX_CASES)
+    float_rel_tol: float = Field(default=1e-6, ge=0)
+    float_abs_tol: float = Field(default=1e-9, ge=0)
+
+
+class AssertTests(_Wire):
+    kind: Literal["assert"] = "assert"
+    script: str = Field(max_length=MAX_CODE_BYTES)
+    entry_point: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    prelude: str | None = Field(
+        default=None,
+        max_length=MAX_CODE_BYTES,
+        description="Trusted code run in the judge before the tests (e.g. HumanEval's prompt).",
+    )
+
+
+class FileTests(_Wire):
+    kind: Literal["files"] = "files"
+    files: dict[str, str] = Field(min_length=1, max_length=MAX_TEST_FILES)
+    module: str = Field(default="solution", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+Tests = Annotated[IOTests | FunctionTests | AssertTests | FileTests, Field(discriminator="kind")]
+
+
+class JudgeRequest(_Wire):
+    """One submission and its hidden tests."""
+
+    id: str | None = Field(default=None, max_length=256)
+    language: str = "python"
+    code: str = Field(max_length=MAX_CODE_BYTES)
+    tests: Tests
+    policy: str = "default"
+    limits: LimitOverrides | None = None
+    test_timeout_s: float | None = Field(
+        default=None, gt=0, description="Per test (per case or call); at most the wall limit."
+    )
+    reward: Literal["binary", "fraction", "weighted"] = "binary"
+    early_stop: bool = Field(default=False, description="Stop at the first failing test.")
+
+
+class TestResult(BaseModel):
+    name: str
+    verdict: TestVerdict
+    time_s: float | None = None
+    weight: float = 1.0
+    message: str | None = None
+
+
+class JudgeResult(BaseModel):
+    """The verdict on one submission."""
+
+    id: str | None = None
+    passed: int
+    total: int
+    reward: float | None
+    error_class: str | None = Field(
+        description="None when every test passed; else compile_error, infra, or the first "
+        "failed test's verdict."
+    )
+    tests: list[TestResult]
+    compile_output: str | None = None
+    message: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        return self.total > 0 and self.passed == self.total
+
+
+# ------------------------------------------------------------------------ comparisons
+
+
+def compare_output(actual: str, expected: str, tests: IOTests) -> bool:
+    """The trusted comparison of a program's stdout with the expected one."""
+    if tests.compare == "exact":
+        return actual == expected
+    if tests.compare == "rstrip":
+        return _rstrip_lines(actual) == _rstrip_lines(expected)
+    got, want = actual.split(), expected.split()
+    if tests.compare == "tokens":
+        return got == want
+    return len(got) == len(want) and all(
+        _same_token(a, b, tests.float_rel_tol, tests.float_abs_tol)
+        for a, b in zip(got, want, strict=True)
+    )
+
+
+def _rstrip_lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[-+]?(inf|nan)", re.IGNORECASE)
+
+
+def _same_token(actual: str, expected: str, rel: float, abs_: float) -> bool:
+    if actual == expected:
+        return True
+    if _NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected):
+        return math.isclose(float(actual), float(expected), rel_tol=rel, abs_tol=abs_)
+    return False
+
+
+def from_json(value: Any) -> Any:
+    """A test value given in JSON: plain JSON, with wire tags (``{"$tuple": [...]}``) allowed."""
+    if isinstance(value, dict):
+        if len(value) == 1 and next(iter(value)).startswith("$"):
+            return wire.decode(value)
+        return {key: from_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [from_json(item) for item in value]
+    return value
+
+
+def same_value(actual: Any, expected: Any, rel: float, abs_: float) -> bool:
+    """Equality of plain values: floats within tolerance, lists and tuples interchangeable
+    (JSON has no tuples), bools never equal to numbers."""
+    if type(actual) is bool or type(expected) is bool:
+        return type(actual) is type(expected) and actual == expected
+    numbers = (int, float)
+    if type(actual) in numbers and type(expected) in numbers:
+        if type(actual) is int and type(expected) is int:
+            return bool(actual == expected)
+        both_nan = math.isnan(actual) and math.isnan(expected)
+        return both_nan or math.isclose(actual, expected, rel_tol=rel, abs_tol=abs_)
+    sequences = (list, tuple)
+    if type(actual) in sequences and type(expected) in sequences:
+        return len(actual) == len(expected) and all(
+            same_value(a, e, rel, abs_) for a, e in zip(actual, expected, strict=True)
+        )
+    if type(actual) is dict and type(expected) is dict:
+        return actual.keys() == expected.keys() and all(
+            same_value(actual[k], expected[k], rel, abs_) for k in expected
+        )
+    return type(actual) is type(expected) and bool(actual == expected)
+
+
+# ------------------------------------------------------------------------ scoring
+
+
+def score(
+    request: JudgeRequest,
+    tests: list[TestResult],
+    *,
+    compile_output: str | None = None,
+    message: str | None = None,
+    started: float,
+) -> JudgeResult:
+    """passed/total, reward under the requested shape, and the error class."""
+    counted = [t for t in tests if t.verdict is not TestVerdict.SKIPPED or request.early_stop]
+    passed = sum(1 for t in counted if t.verdict is TestVerdict.PASSED)
+    total = len(counted)
+    failures = [t for t in counted if t.verdict is not TestVerdict.PASSED]
+    infra = any(t.verdict is TestVerdict.INFRA_ERROR for t in counted)
+    reward: float | None
+    error_class: str | None
+    if infra:
+        reward, error_class = None, "infra"
+    else:
+        error_class = failures[0].verdict.value if failures else None
+        if request.reward == "binary":
+            reward = 1.0 if total and passed == total else 0.0
+        elif request.reward == "fraction":
+            reward = passed / total if total else 0.0
+        else:
+            weight = sum(t.weight for t in counted)
+            reward = sum(t.weight for t in counted if t.verdict is TestVerdict.PASSED) / weight
+    return JudgeResult(
+        id=request.id,
+        passed=passed,
+        total=total,
+        reward=reward,
+        error_class=error_class,
+        tests=tests,
+        compile_output=compile_output,
+        message=message,
+        duration_s=round(time.perf_counter() - started, 6),
+    )
+
+
+def infra_result(request: JudgeRequest, message: str, started: float) -> JudgeResult:
+    """The platform failed: no reward at all, never 0."""
+    return JudgeResult(
+        id=request.id,
+        passed=0,
+        total=0,
+        reward=None,
+        error_class="infra",
+        tests=[],
+        message=message,
+        duration_s=round(time.perf_counter() - started, 6),
+    )
+
+
+_STATUS_VERDICT = {
+    ExecStatus.TIMEOUT: TestVerdict.TIMEOUT,
+    ExecStatus.MEMORY_LIMIT: TestVerdict.MEMORY_LIMIT,
+    ExecStatus.OUTPUT_LIMIT: TestVerdict.OUTPUT_LIMIT,
+    ExecStatus.NONZERO_EXIT: TestVerdict.RUNTIME_ERROR,
+    ExecStatus.SIGNAL: TestVerdict.RUNTIME_ERROR,
+}
+
+
+def _short(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")[-MESSAGE_CHARS:]
+
+
+# ------------------------------------------------------------------------ the judge
+
+
+class Judge:
+    """Runs submissions against their hidden tests on a pool, under named policies."""
+
+    def __init__(
+        self, pool: Pool, policies: Mapping[str, Policy], resolve_image: Callable[[str], str]
+    ) -> None:
+        self.pool = pool
+        self.policies = policies
+        self.resolve_image = resolve_image
+
+    def policy(self, name: str) -> Policy:
+        from .errors import NotFoundError
+
+        try:
+            return self.policies[name]
+        except KeyError:
+            known = ", ".join(sorted(self.policies))
+            raise NotFoundError(f"unknown policy {name!r}; use one of: {known}") from None
+
+    def plan(self, request: JudgeRequest) -> tuple[Language, Policy, ExecLimits, float, str]:
+        """Validate a request before anything runs: language, policy, limits, image."""
+        language = get_language(request.language)
+        kind = request.tests.kind
+        if kind in ("function", "files") and language.name != "python":
+            raise InvalidRequestError(
+                f"{kind} tests are for Python; for {language.name} use io or assert tests"
+            )
+        if kind == "assert" and language.name != "python":
+            script = request.tests.script  # type: ignore[union-attr]
+            if COMPLETE_MARKER not in script:
+                raise InvalidRequestError(
+                    f"assert tests in {language.name} must print {COMPLETE_MARKER} as their "
+                    f"last output ({_COMPILED_HARNESS_NOTE} are appended to the candidate's)"
+                )
+        if kind == "files":
+            for path in request.tests.files:  # type: ignore[union-attr]
+                check_relative_path(path)
+        policy = self.policy(request.policy)
+        limits = exec_limits(policy, request.limits)
+        test_timeout = min(request.test_timeout_s or DEFAULT_TEST_TIMEOUT_S, limits.wall_s)
+        image = self.resolve_image("python" if language.name == "python" else language.image)
+        return language, policy, limits, test_timeout, image
+
+    async def judge(self, request: JudgeRequest, *, tenant: str) -> JudgeResult:
+        """Judge one submission; infrastructure failures come back as reward None."""
+        started = time.perf_counter()
+        language, policy, limits, test_timeout, image = self.plan(request)
+        try:
+            async with self.pool.lease(image, policy, tenant) as lease:
+                result = await self._run(
+                    lease.sandbox, request, language, policy, limits, test_timeout, started
+                )
+                if result.error_class == "infra":
+                    lease.retire(result.message or "infrastructure error")
+        except (InfrastructureError, SandboxTimeoutError) as exc:
+            logger.warning("judging failed for infrastructure reasons: %s", exc)
+            result = infra_result(request, str(exc), started)
+        metrics.record_judgement(language.name, policy.name, result.error_class)
+        return result
+
+    async def _run(
+        self,
+        sandbox: Sandbox,
+        request: JudgeRequest,
+        language: Language,
+        policy: Policy,
+        limits: ExecLimits,
+        test_timeout: float,
+        started: float,
+    ) -> JudgeResult:
+        env = {**sandbox_env(policy, {}), **language.env}
+        tests = request.tests
+        if isinstance(tests, IOTests):
+            return await self._io(
+                sandbox, request, tests, language, limits, env, test_timeout, started
+            )
+        if isinstance(tests, AssertTests) and language.name != "python":
+            return await self._appended(sandbox, request, tests, language, limits, env, started)
+        return await self._pair(sandbox, request, limits, env, test_timeout, started)
+
+    async def _compile(
+        self,
+        sandbox: Sandbox,
+        language: Language,
+        source: str,
+        limits: ExecLimits,
+        env: dict[str, str],
+    ) -> ExecResult | None:
+        """Build the source; the compiler's result when it failed, else None."""
+        result = await build(
+            sandbox, language, {language.source_file: source.encode()}, limits, env
+        )
+        return None if result.status is ExecStatus.OK else result
+
+    async def _io(
+        self,
+        sandbox: Sandbox,
+        request: JudgeRequest,
+        tests: IOTests,
+        language: Language,
+        limits: ExecLimits,
+        env: dict[str, str],
+        test_timeout: float,
+        started: float,
+    ) -> JudgeResult:
+        names = [case.name or f"case {i}" for i, case in enumerate(tests.cases)]
+        if language.compiled:
+            failure = await self._compile(sandbox, language, request.code, limits, env)
+            if failure is not None:
+                return self._compile_error(request, names, tests, failure, started)
+        case_limits = limits.model_copy(update={"wall_s": test_timeout})
+        results: list[TestResult] = []
+        files: dict[str, bytes] | None = (
+            None if language.compiled else {language.source_file: request.code.encode()}
+        )
+        for index, case in enumerate(tests.cases):
+            if request.early_stop and results and results[-1].verdict is not TestVerdict.PASSED:
+                results.append(
+                    TestResult(name=names[index], verdict=TestVerdict.SKIPPED, weight=case.weight)
+                )
+                continue
+            run = await sandbox.exec(
+                list(language.run),
+                limits=case_limits,
+                stdin=case.stdin.encode(),
+                env=env,
+                files=files,
+            )
+            files = None  # written once; the same files serve every case
+            results.append(self._io_verdict(names[index], case, run, tests))
+        return score(request, results, started=started)
+
+    @staticmethod
+    def _io_verdict(name: str, case: IOCase, run: ExecResult, tests: IOTests) -> TestResult:
+        time_s = run.usage.wall_s
+        if run.status is ExecStatus.OK:
+            actual = run.stdout.decode("utf-8", errors="replace")
+            if compare_output(actual, case.expected_stdout, tests):
+                return TestResult(
+                    name=name, verdict=TestVerdict.PASSED, time_s=time_s, weight=case.weight
+                )
+            return TestResult(
+                name=name,
+                verdict=TestVerdict.WRONG_ANSWER,
+                time_s=time_s,
+                weight=case.weight,
+                message=f"got {actual[:200]!r}",
+            )
+        verdict = _STATUS_VERDICT.get(run.status, TestVerdict.RUNTIME_ERROR)
+        return TestResult(
+            name=name,
+            verdict=verdict,
+            time_s=time_s,
+            weight=case.weight,
+            message=_short(run.stderr) or run.reason,
+        )
+
+    def _compile_error(
+        self,
+        request: JudgeRequest,
+        names: list[str],
+        tests: IOTests | AssertTests,
+        failure: ExecResult,
+        started: float,
+    ) -> JudgeResult:
+        weights = [c.weight for c in tests.cases] if isinstance(tests, IOTests) else [1.0]
+        results = [
+            TestResult(name=name, verdict=TestVerdict.COMPILE_ERROR, weight=weight)
+            for name, weight in zip(names, weights, strict=False)
+        ]
+        output = _short(failure.stderr + failure.stdout)
+        if failure.status is ExecStatus.TIMEOUT:
+            output = f"compilation exceeded its time limit\n{output}"
+        return score(request, results, compile_output=output, started=started)
+
+    async def _appended(
+        self,
+        sandbox: Sandbox,
+        request: JudgeRequest,
+        tests: AssertTests,
+        language: Language,
+        limits: ExecLimits,
+        env: dict[str, str],
+        started: float,
+    ) -> JudgeResult:
+        """Non-Python assert tests: candidate + test code, done only if the nonce is printed."""
+        nonce = secrets.token_hex(16)
+        source = f"{request.code}\n{tests.script.replace(COMPLETE_MARKER, nonce)}\n"
+        name = ["all asserts"]
+        if language.compiled:
+            failure = await self._compile(sandbox, language, source, limits, env)
+            if failure is not None:
+                return self._compile_error(request, name, tests, failure, started)
+            files = None
+        else:
+            files = {language.source_file: source.encode()}
+        run = await sandbox.exec(list(language.run), limits=limits, env=env, files=files)
+        lines = run.stdout.decode("utf-8", errors="replace").rstrip().splitlines()
+        if run.status is ExecStatus.OK and lines and lines[-1].strip() == nonce:
+            verdict, message = TestVerdict.PASSED, None
+        elif run.status is ExecStatus.OK:
+            verdict, message = TestVerdict.WRONG_ANSWER, "the tests did not run to their end"
+        else:
+            verdict = _STATUS_VERDICT.get(run.status, TestVerdict.RUNTIME_ERROR)
+            message = _short(run.stderr) or run.reason
+        result = TestResult(name=name[0], verdict=verdict, time_s=run.usage.wall_s, message=message)
+        return score(request, [result], started=started)
+
+    async def _pair(
+        self,
+        sandbox: Sandbox,
+        request: JudgeRequest,
+        limits: ExecLimits,
+        env: dict[str, str],
+        test_timeout: float,
+        started: float,
+    ) -> JudgeResult:
+        """Python function/assert/files tests: judge process + candidate process."""
+        tests = request.tests
+        spec: dict[str, Any] = {"call_timeout_s": test_timeout, "load_timeout_s": LOAD_TIMEOUT_S}
+        judge_files: dict[str, bytes] = {}
+        if isinstance(tests, FunctionTests):
+            program = "judge_function.py"
+            spec["entry_point"] = tests.entry_point
+            spec["cases"] = [
+                {
+                    "args": [wire.encode(from_json(a)) for a in case.args],
+                    "kwargs": {k: wire.encode(from_json(v)) for k, v in case.kwargs.items()},
+                }
+                for case in tests.cases
+            ]
+        elif isinstance(tests, AssertTests):
+            program = "judge_assert.py"
+            judge_files["test.py"] = tests.script.encode()
+            spec |= {"test": f"{JUDGE_DIR}/test.py", "entry_point": tests.entry_point}
+            if tests.prelude is not None:
+                judge_files["prelude.py"] = tests.prelude.encode()
+                spec["prelude"] = f"{JUDGE_DIR}/prelude.py"
+        else:
+            assert isinstance(tests, FileTests)
+            program = "judge_pytest.py"
+            for path, text in tests.files.items():
+                judge_files[f"tests/{path}"] = text.encode()
+            spec |= {"tests_dir": f"{JUDGE_DIR}/tests", "module": tests.module}
+        judge_files["spec.json"] = json.dumps(spec).encode()
+        module = tests.module if isinstance(tests, FileTests) else "solution"
+        run = await sandbox.exec(
+            ["python3", f"{HARNESS_DIR}/{program}", f"{JUDGE_DIR}/spec.json"],
+            limits=limits,
+            cwd=JUDGE_DIR,
+            env={**BASE_ENV, "HOME": JUDGE_DIR, "TMPDIR": JUDGE_DIR},
+            files=judge_files,
+            peer={
+                "argv": [
+                    "python3",
+                    f"{HARNESS_DIR}/candidate.py",
+                    f"{WORKDIR}/{CANDIDATE_FILE}",
+                    module,
+                ],
+                "cwd": WORKDIR,
+                "env": env,
+                "files": {CANDIDATE_FILE: request.code.encode()},
+            },
+        )
+        return self._from_report(request, tests, run, started)
+
+    def _from_report(
+        self, request: JudgeRequest, tests: Any, run: ExecResult, started: float
+    ) -> JudgeResult:
+        report = _parse_report(run.stdout)
+        peer = run.peer or {}
+        crash = _crash_verdict(run, peer)
+        if report is None:
+            # No evidence: the judge never finished (killed for time, memory or output).
+            verdict = _STATUS_VERDICT.get(run.status, TestVerdict.RUNTIME_ERROR)
+            names = self._expected_names(tests, None)
+            return score(
+                request,
+                [TestResult(name=n, verdict=verdict, weight=w) for n, w in names],
+                message=_short(run.stderr) or run.reason or "the judge produced no report",
+                started=started,
+            )
+        if not report.get("loaded"):
+            error = report.get("load_error") or {}
+            names = self._expected_names(tests, report)
+            message = f"the candidate failed to load: {error.get('type')}: {error.get('message')}"
+            return score(
+                request,
+                [
+                    TestResult(name=n, verdict=TestVerdict.RUNTIME_ERROR, weight=w, message=message)
+                    for n, w in names
+                ],
+                message=message,
+                started=started,
+            )
+        results = [self._test_result(entry, tests, crash) for entry in report["tests"]]
+        if isinstance(tests, FunctionTests):
+            results = [
+                self._check_value(result, entry.get("returned"), tests)
+                for result, entry in zip(results, report["tests"], strict=True)
+            ]
+        seen = {r.name for r in results}
+        for name, weight in self._expected_names(tests, report):
+            if name not in seen:
+                results.append(
+                    TestResult(
+                        name=name,
+                        verdict=TestVerdict.RUNTIME_ERROR,
+                        weight=weight,
+                        message="not reached",
+                    )
+                )
+        if not results:
+            results = [
+                TestResult(name="tests", verdict=TestVerdict.RUNTIME_ERROR, message="no test ran")
+            ]
+        return score(request, results, started=started)
+
+    @staticmethod
+    def _expected_names(tests: Any, report: dict[str, Any] | None) -> list[tuple[str, float]]:
+        if isinstance(tests, FunctionTests):
+            return [(f"case {i}", c.weight) for i, c in enumerate(tests.cases)]
+        if report is not None and report.get("expected"):
+            return [(str(name), 1.0) for name in report["expected"]]
+        if isinstance(tests, AssertTests):
+            return [("assert script", 1.0)]
+        if report is not None and report.get("tests"):
+            return []  # pytest reports every test it collected
+        return [("test files", 1.0)]
+
+    @staticmethod
+    def _test_result(entry: dict[str, Any], tests: Any, crash: TestVerdict) -> TestResult:
+        verdict_text = str(entry.get("verdict"))
+        if verdict_text == "crashed":
+            verdict = crash
+        else:
+            try:
+                verdict = TestVerdict(verdict_text)
+            except ValueError:
+                verdict = TestVerdict.RUNTIME_ERROR
+        weight = 1.0
+        if isinstance(tests, FunctionTests):
+            index = int(str(entry.get("name", "case 0")).split()[-1])
+            weight = tests.cases[index].weight if index < len(tests.cases) else 1.0
+        return TestResult(
+            name=str(entry.get("name")),
+            verdict=verdict,
+            time_s=entry.get("time_s"),
+            weight=weight,
+            message=entry.get("message"),
+        )
+
+    @staticmethod
+    def _check_value(result: TestResult, returned: Any, tests: FunctionTests) -> TestResult:
+        """Compare what a call returned with the expected value, here on the trusted side."""
+        if result.verdict is not TestVerdict.PASSED:
+            return result
+        index = int(result.name.split()[-1])
+        case = tests.cases[index]
+        try:
+            actual = wire.decode(returned)
+        except (wire.WireError, TypeError, ValueError):
+            return result.model_copy(
+                update={
+                    "verdict": TestVerdict.WRONG_ANSWER,
+                    "message": "returned something that is not plain data",
+                }
+            )
+        expected = from_json(case.expected)
+        if same_value(actual, expected, tests.float_rel_tol, tests.float_abs_tol):
+            return result
+        return result.model_copy(
+            update={"verdict": TestVerdict.WRONG_ANSWER, "message": f"returned {actual!r}"[:200]}
+        )
+
+
+def _parse_report(stdout: bytes) -> dict[str, Any] | None:
+    """The judge's report, only if it is complete: the evidence a pass needs."""
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        return None
+    if not isinstance(report, dict) or report.get("complete") is not True:
+        return None
+    if not isinstance(report.get("tests"), list):
+        return None
+    return report
+
+
+def _crash_verdict(run: ExecResult, peer: dict[str, Any]) -> TestVerdict:
+    """Why the candidate's process stopped answering, from what the kernel reported."""
+    if run.oom_killed:
+        return TestVerdict.MEMORY_LIMIT
+    return TestVerdict.RUNTIME_ERROR

@@ -1,0 +1,98 @@
+"""Run hidden pytest files against the candidate's module, which lives in another process.
+
+    python3 judge_pytest.py SPEC_JSON
+
+Runs as the judge uid, in /judge, with no configuration from anywhere the
+candidate can write. ``import solution`` (the spec's module name) in a test
+gets a stand-in whose attributes call into the candidate's process: the
+candidate's code never runs inside pytest, so it cannot patch pytest, plant a
+``conftest.py`` that matters, or forge a report.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+from typing import Any
+
+from report import Judge
+
+
+class CandidateModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves the candidate's module name from stand-ins, before any real finder."""
+
+    def __init__(self, modules: dict[str, Any]) -> None:
+        self.modules = modules
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname in self.modules:
+            return importlib.machinery.ModuleSpec(fullname, self)
+        return None
+
+    def create_module(self, spec: Any) -> Any:
+        return self.modules[spec.name]
+
+    def exec_module(self, module: Any) -> None:
+        return None
+
+
+class Outcomes:
+    """A pytest plugin recording every test's verdict in the judge's report."""
+
+    def __init__(self, judge: Judge) -> None:
+        self.judge = judge
+
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
+        import pytest
+
+        recorder = self.judge.recorder
+        if call.when == "setup":
+            recorder.begin(item.nodeid)
+        if ("judged", True) in item.user_properties:
+            return
+        if call.excinfo is not None:
+            if call.excinfo.errisinstance(pytest.skip.Exception):
+                recorder.tests.append({"name": item.nodeid, "verdict": "skipped"})
+            else:
+                recorder.end(item.nodeid, call.excinfo.value)
+            item.user_properties.append(("judged", True))
+        elif call.when == "teardown":
+            recorder.end(item.nodeid, None)
+            item.user_properties.append(("judged", True))
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.judge.recorder.tests.append(
+                {
+                    "name": report.nodeid or "collection",
+                    "verdict": "runtime_error",
+                    "message": str(report.longrepr)[-500:],
+                }
+            )
+
+
+def main() -> None:
+    with open(sys.argv[1]) as handle:
+        spec = json.load(handle)
+    judge = Judge(float(spec["call_timeout_s"]), float(spec["load_timeout_s"]))
+    if not judge.connection.loaded:
+        judge.finish()
+        return
+    import pytest
+
+    module = spec.get("module", "solution")
+    sys.meta_path.insert(0, CandidateModules({module: judge.connection.module(module)}))
+    tests_dir = spec["tests_dir"]
+    os.chdir(tests_dir)
+    code = pytest.main(
+        [tests_dir, "-q", "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", tests_dir],
+        plugins=[Outcomes(judge)],
+    )
+    judge.finish(pytest_exit_code=int(code))
+
+
+if __name__ == "__main__":
+    main()
