@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -26,6 +26,8 @@ from .errors import (
     ServiceUnreachableError,
     error_for_code,
 )
+from .evaluate import ItemLine, Summary, parse_lines
+from .judge import JudgeRequest, JudgeResult
 from .pool import PoolStatus
 from .results import RunResult
 
@@ -59,6 +61,23 @@ def _run_payload(
         payload["limits"] = dict(limits)
     if fetch_files:
         payload["fetch_files"] = list(fetch_files)
+    return payload
+
+
+def _judge_payload(request: JudgeRequest | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(request, JudgeRequest):
+        return request.model_dump(mode="json", exclude_none=True)
+    return dict(request)
+
+
+def _evaluate_payload(
+    items: Sequence[JudgeRequest | Mapping[str, Any]],
+    idempotency_key: str | None,
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {"items": [_judge_payload(item) for item in items], **options}
+    if idempotency_key is not None:
+        payload["idempotency_key"] = idempotency_key
     return payload
 
 
@@ -137,6 +156,39 @@ class SandboxClient:
         payload = _run_payload(code, language, stdin, args, files, env, policy, limits, fetch_files)
         return RunResult.model_validate_json(self._request("POST", "/v1/run", json=payload).content)
 
+    def judge(self, request: JudgeRequest | Mapping[str, Any]) -> JudgeResult:
+        """Judge one submission against its hidden tests (``POST /v1/judge``)."""
+        payload = _judge_payload(request)
+        return JudgeResult.model_validate_json(
+            self._request("POST", "/v1/judge", json=payload).content
+        )
+
+    def evaluate(
+        self,
+        items: Sequence[JudgeRequest | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> tuple[list[ItemLine], Summary]:
+        """Judge a batch (``POST /v1/evaluate``); items come back in input order."""
+        payload = _evaluate_payload(items, idempotency_key, options)
+        lines: list[str] = []
+        for attempt in range(self.max_retries + 1):
+            try:
+                with self._http.stream("POST", "/v1/evaluate", json=payload) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        _raise_for_error(response)
+                    lines = [line for line in response.iter_lines() if line.strip()]
+                break
+            except CapacityError as exc:
+                if attempt == self.max_retries:
+                    raise
+                time.sleep(_retry_wait(exc))
+            except httpx.HTTPError as exc:
+                raise _transport_error(exc, self.base_url) from exc
+        return parse_lines(lines)
+
     def pool(self) -> PoolStatus:
         """The pool's counts (``GET /v1/pool``)."""
         return PoolStatus.model_validate_json(self._request("GET", "/v1/pool").content)
@@ -208,6 +260,47 @@ class AsyncSandboxClient:
         payload = _run_payload(code, language, stdin, args, files, env, policy, limits, fetch_files)
         response = await self._request("POST", "/v1/run", json=payload)
         return RunResult.model_validate_json(response.content)
+
+    async def judge(self, request: JudgeRequest | Mapping[str, Any]) -> JudgeResult:
+        """Judge one submission against its hidden tests (``POST /v1/judge``)."""
+        response = await self._request("POST", "/v1/judge", json=_judge_payload(request))
+        return JudgeResult.model_validate_json(response.content)
+
+    async def evaluate(
+        self,
+        items: Sequence[JudgeRequest | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> tuple[list[ItemLine], Summary]:
+        """Judge a batch (``POST /v1/evaluate``); items come back in input order."""
+        lines = [line async for line in self.evaluate_stream(items, idempotency_key, **options)]
+        return parse_lines(lines)
+
+    async def evaluate_stream(
+        self,
+        items: Sequence[JudgeRequest | Mapping[str, Any]],
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> AsyncIterator[str]:
+        """The NDJSON lines of a batch as the service sends them (the summary last)."""
+        payload = _evaluate_payload(items, idempotency_key, options)
+        for attempt in range(self.max_retries + 1):
+            try:
+                async with self._http.stream("POST", "/v1/evaluate", json=payload) as response:
+                    if response.status_code >= 400:
+                        await response.aread()
+                        _raise_for_error(response)
+                    async for line in response.aiter_lines():
+                        if line.strip():
+                            yield line
+                return
+            except CapacityError as exc:
+                if attempt == self.max_retries:
+                    raise
+                await asyncio.sleep(_retry_wait(exc))
+            except httpx.HTTPError as exc:
+                raise _transport_error(exc, self.base_url) from exc
 
     async def pool(self) -> PoolStatus:
         """The pool's counts (``GET /v1/pool``)."""
