@@ -102,7 +102,7 @@ def compute_score(
         {"reward": str(info.get("reward", "binary"))},
     )
     with SandboxClient(os.environ.get(URL_ENV, DEFAULT_URL)) as client:
-        for _ in range(INFRA_ATTEMPTS):
+        for _attempt in range(INFRA_ATTEMPTS):
             result = client.judge(item)
             if result.reward is not None:
                 return {
