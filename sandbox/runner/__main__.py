@@ -58,7 +58,7 @@ class Runner:
                 "zygote": self.zygote.pid,
                 "python": sys.version.split()[0],
                 "uids": self.config.ids,
-                "processes": sum(len(procs.processes_of(u)) for u in self.config.untrusted_uids),
+                "processes": len(procs.processes_of(self.config.untrusted_uids)),
             }
         if op == "exec":
             return self.executor.run(request)

@@ -151,7 +151,7 @@ class Executor:
         if peer is not None:
             peer_report = self._stop(peer.pid)
         if not request.get("keep_processes"):
-            survivors = [pid for uid in self.config.untrusted_uids for pid in procs.kill_all(uid)]
+            survivors = procs.kill_all(self.config.untrusted_uids)
             if survivors:
                 reason = reason or "leftover processes survived SIGKILL"
         self._drain(*watched)

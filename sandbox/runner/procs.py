@@ -1,4 +1,4 @@
-"""Find and kill every process of the untrusted uid inside the container."""
+"""Find and kill every process of the untrusted uids inside the container (one /proc scan)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Collection
 
 
-def processes_of(uid: int) -> list[tuple[int, str]]:
-    """``(pid, state)`` of every process whose real, effective or saved uid is ``uid``."""
+def processes_of(uids: Collection[int]) -> list[tuple[int, str]]:
+    """``(pid, state)`` of every process whose real, effective or saved uid is in ``uids``."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -20,20 +21,20 @@ def processes_of(uid: int) -> list[tuple[int, str]]:
         except OSError:
             continue  # exited while we looked
         state = ""
-        uids: list[int] = []
+        uids_of_process: list[int] = []
         for line in status.splitlines():
             if line.startswith("State:"):
                 state = line.split()[1]
             elif line.startswith("Uid:"):
-                uids = [int(value) for value in line.split()[1:4]]
+                uids_of_process = [int(value) for value in line.split()[1:4]]
                 break
-        if uid in uids:
+        if any(uid in uids for uid in uids_of_process):
             found.append((int(entry), state))
     return found
 
 
-def kill_all(uid: int, *, deadline_s: float = 3.0) -> list[int]:
-    """SIGKILL every process of ``uid`` until none is left (zombies must be reaped too:
+def kill_all(uids: Collection[int], *, deadline_s: float = 3.0) -> list[int]:
+    """SIGKILL every process of ``uids`` until none is left (zombies must be reaped too:
     the zygote reaps its children, init the orphans).
 
     Returns the pids still present when the deadline passed (empty on success).
@@ -41,7 +42,7 @@ def kill_all(uid: int, *, deadline_s: float = 3.0) -> list[int]:
     end = time.monotonic() + deadline_s
     delay = 0.0005
     while True:
-        alive = processes_of(uid)
+        alive = processes_of(uids)
         if not alive:
             return []
         for pid, state in alive:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from . import procs
@@ -33,18 +34,18 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 def reset(config: Config) -> dict[str, Any]:
     """Kill, wipe and verify; returns ``{"clean": bool, "problems": [...]}``."""
     problems: list[str] = []
-    for uid in config.untrusted_uids:
-        survivors = procs.kill_all(uid)
-        if survivors:
-            problems.append(f"processes of uid {uid} survived SIGKILL: {survivors}")
+    survivors = procs.kill_all(config.untrusted_uids)
+    if survivors:
+        problems.append(f"processes of the untrusted uids survived SIGKILL: {survivors}")
     if not problems:
         for directory in config.dirs:
             try:
                 _empty(directory)
             except OSError as exc:
                 problems.append(f"could not empty {directory.path}: {exc}")
+        owners = {uid for _, uid in _ipc_objects(config.untrusted_uids)}
         for uid, gid in config.ids.values():
-            if _ipc_objects(uid):
+            if uid in owners:
                 error = _remove_ipc_as(uid, gid)
                 if error:
                     problems.append(error)
@@ -55,12 +56,11 @@ def reset(config: Config) -> dict[str, Any]:
 def verify(config: Config) -> list[str]:
     """Everything that is not as it was at start; empty when the container is clean."""
     problems = []
-    for uid in config.untrusted_uids:
-        left = procs.processes_of(uid)
-        if left:
-            problems.append(f"processes of uid {uid} still present: {[pid for pid, _ in left]}")
-        if _ipc_objects(uid):
-            problems.append(f"System V IPC objects of uid {uid} left")
+    left = procs.processes_of(config.untrusted_uids)
+    if left:
+        problems.append(f"untrusted processes still present: {[pid for pid, _ in left]}")
+    if _ipc_objects(config.untrusted_uids):
+        problems.append("System V IPC objects of the untrusted uids left")
     for directory in config.dirs:
         try:
             entries = os.listdir(directory.path)
@@ -110,8 +110,8 @@ def _hoist_children(top: int, name: str, names: itertools.count[int]) -> None:
         os.close(inner)
 
 
-def _ipc_objects(uid: int) -> list[tuple[str, int]]:
-    """``(table, id)`` of System V IPC objects ``uid`` owns or created."""
+def _ipc_objects(uids: Collection[int]) -> list[tuple[tuple[str, int], int]]:
+    """``((table, id), uid)`` of System V IPC objects one of ``uids`` owns or created."""
     found = []
     for table, (id_column, _) in _IPC_TABLES.items():
         try:
@@ -125,8 +125,9 @@ def _ipc_objects(uid: int) -> list[tuple[str, int]]:
         columns = [header.index(id_column), header.index("uid"), header.index("cuid")]
         for line in lines[1:]:
             ident, owner, creator = (int(line.split()[i]) for i in columns)
-            if uid in (owner, creator):
-                found.append((table, ident))
+            for uid in uids:
+                if uid in (owner, creator):
+                    found.append(((table, ident), uid))
     return found
 
 
@@ -154,7 +155,7 @@ def _remove_ipc(uid: int) -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    for table, ident in _ipc_objects(uid):
+    for (table, ident), _ in _ipc_objects([uid]):
         function = getattr(libc, _IPC_TABLES[table][1])
         if table == "sem":
             function(ident, 0, IPC_RMID)
