@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from sandbox import metrics
 from sandbox.errors import CapacityError, SandboxError, status_and_code
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ async def _sandbox_error(_: Request, exc: Exception) -> JSONResponse:
     headers = None
     if isinstance(exc, CapacityError):
         headers = {"Retry-After": str(max(1, round(exc.retry_after)))}
+        metrics.REJECTED.inc()
     if status >= 500:
         logger.warning("%s: %s", code, exc)
     return _response(status, ErrorBody(code=code, message=str(exc)), headers)

@@ -114,6 +114,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from api.app import create_app
     from sandbox.platform import PlatformSettings
+    from sandbox.policy import load_policy_dir
+
+    load_policy_dir(args.policies)  # a bad policy stops us here, with its message
 
     settings = PlatformSettings(
         policies_dir=args.policies,
@@ -169,11 +172,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from sandbox.results import ExecStatus, RunResult
 
     path: Path = args.file
-    code = path.read_text()
+    code = _read_text(path)
     language = args.language or _EXTENSIONS.get(path.suffix)
     if language is None:
         raise InvalidRequestError(f"cannot tell the language of {path.name}; pass --language")
-    stdin = args.stdin.read_text() if args.stdin else ""
+    stdin = _read_text(args.stdin) if args.stdin else ""
     if args.url:
         from sandbox.client import SandboxClient
 
@@ -187,14 +190,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
-        sys.stdout.write(result.stdout)
-        sys.stderr.write(result.stderr)
+        sys.stdout.buffer.write(result.stdout_bytes())
+        sys.stdout.flush()
+        sys.stderr.buffer.write(result.stderr_bytes())
+        sys.stderr.flush()
         if result.status not in (ExecStatus.OK, ExecStatus.NONZERO_EXIT):
             detail = result.error or result.reason or ""
             sys.stderr.write(f"sandbox: {result.status.value} {detail}\n")
     if result.status is ExecStatus.INFRA_ERROR:
         return EXIT_ERROR
     return result.exit_code if result.exit_code is not None else EXIT_FAILED
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise InvalidRequestError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 async def _run_locally(request: Any, policy_ref: str) -> Any:
@@ -312,15 +324,21 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbose: bool) -> None:
+# Commands whose stdout/stderr belong to the user's program or to a report: quiet logs.
+_QUIET_COMMANDS = frozenset({"run", "policy", "pool"})
+
+
+def _configure_logging(verbose: bool, command: str) -> None:
+    quiet = command in _QUIET_COMMANDS
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose else (logging.WARNING if quiet else logging.INFO),
         format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
     # Every HTTP request of docker-py would be logged at debug: keep that out.
     logging.getLogger("urllib3").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("docker").setLevel(logging.WARNING)
 
 
@@ -328,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sandbox`` console script; returns the exit code."""
     parser = _build_parser()
     args = parser.parse_args(argv)
-    _configure_logging(args.verbose)
+    _configure_logging(args.verbose, args.command)
     handler: Handler = args.handler
     try:
         return handler(args)

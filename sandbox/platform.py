@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import reaper
 from .backends.docker import DockerBackend
 from .errors import InfrastructureError, NotFoundError
 from .evaluate import Evaluator
@@ -100,6 +101,7 @@ class Platform:
         The Python image is warmed; the polyglot image warms on first use.
         """
         await self.pool.start()
+        self._reaper = reaper.spawn(self.backend.owner)
         for name in self.settings.warm:
             policy = self.policies[name]
             for image in [self.image("python")]:

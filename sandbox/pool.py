@@ -292,14 +292,14 @@ class Pool:
                 if self._closed:
                     raise InfrastructureError("the pool is shutting down")
         sandbox = await self._create(group)
-        async with group.changed:
-            if sandbox is None:
-                raise InfrastructureError(
-                    f"could not start a sandbox for policy {group.policy.name!r}; "
-                    "see the service log"
-                )
-            group.busy += 1
-            return _Slot(sandbox, tenant=tenant)
+        group.starting -= 1
+        if sandbox is None:
+            self._spawn(self._notify(group))
+            raise InfrastructureError(
+                f"could not start a sandbox for policy {group.policy.name!r}; see the service log"
+            )
+        group.busy += 1
+        return _Slot(sandbox, tenant=tenant)
 
     def _purge_dead(self, group: _Group) -> None:
         """Retire idle sandboxes already known to be dead, before anyone leases them."""
@@ -315,7 +315,11 @@ class Pool:
                 return
 
     async def _create(self, group: _Group) -> Sandbox | None:
-        """Create one sandbox for a group whose ``starting`` was already counted."""
+        """Create one sandbox for a group whose ``starting`` was already counted.
+
+        The caller moves it from ``starting`` to where it goes without awaiting in
+        between, so the group's total never dips below what exists.
+        """
         try:
             async with self._starts:
                 if self._closed:
@@ -329,8 +333,6 @@ class Pool:
             logger.exception("could not start a sandbox for %s", group.policy.name)
             group.create_failures_total += 1
             sandbox = None
-        finally:
-            group.starting -= 1
         if sandbox is not None:
             group.created_total += 1
         return sandbox
@@ -344,9 +346,10 @@ class Pool:
 
     async def _warm_one(self, group: _Group) -> None:
         sandbox = await self._create(group)
+        group.starting -= 1
+        if sandbox is not None and not self._closed:
+            group.idle.append(_Slot(sandbox))
         async with group.changed:
-            if sandbox is not None and not self._closed:
-                group.idle.append(_Slot(sandbox))
             group.changed.notify_all()
         if sandbox is None:
             await asyncio.sleep(REFILL_BACKOFF_S)

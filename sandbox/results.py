@@ -139,6 +139,12 @@ class RunResult(BaseModel):
             return base64.b64decode(self.stdout_base64)
         return self.stdout.encode()
 
+    def stderr_bytes(self) -> bytes:
+        """The exact stderr bytes."""
+        if self.stderr_base64 is not None:
+            return base64.b64decode(self.stderr_base64)
+        return self.stderr.encode()
+
     def file(self, path: str) -> bytes:
         """A fetched file's bytes; KeyError with the reason when it could not be fetched."""
         if path in self.files:

@@ -43,11 +43,11 @@ PROTOCOL_VERSION = 2
 class Runner:
     """Serves requests from the channel until it closes."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, channel_fd: int) -> None:
         self.config = config
         gc.freeze()  # the zygote's pages stay shared with the spares it forks
         self.zygote = Zygote(config)
-        self.executor = Executor(config, self.zygote)
+        self.executor = Executor(config, self.zygote, channel_fd)
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     os.close(null)
     os.dup2(2, 1)  # a stray write to fd 1 must never corrupt the channel
     sys.stdout = sys.stderr
-    runner = Runner(config)
+    runner = Runner(config, in_fd)
     try:
         runner.serve(in_fd, out_fd)
     except ProtocolError as exc:

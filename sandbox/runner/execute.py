@@ -99,9 +99,10 @@ class _Capture:
 class Executor:
     """Runs requests with spares from the zygote and reports what happened to them."""
 
-    def __init__(self, config: Config, zygote: Zygote) -> None:
+    def __init__(self, config: Config, zygote: Zygote, channel_fd: int) -> None:
         self.config = config
         self.zygote = zygote
+        self.channel_fd = channel_fd
         self.cgroup = Cgroup()
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -210,6 +211,9 @@ class Executor:
             os.set_blocking(fd, False)
             poller.register(fd, select.POLLIN)
         poller.register(self.zygote.fileno(), select.POLLIN)
+        # Only hang-up: the service is gone (its attach closed our stdin), so stop now
+        # rather than let the program run on for nobody.
+        poller.register(self.channel_fd, 0)
         while True:
             if pid in self.zygote.exits:
                 return None, self.zygote.exits.pop(pid)
@@ -222,6 +226,8 @@ class Executor:
                 if fd == self.zygote.fileno():
                     self.zygote.receive()
                     continue
+                if fd == self.channel_fd:
+                    return "channel_closed", self._stop(pid)
                 capture = by_fd[fd]
                 if not capture.read():
                     return "output", self._stop(pid)
