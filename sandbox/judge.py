@@ -66,6 +66,7 @@ MAX_TEST_FILES = 64
 DEFAULT_TEST_TIMEOUT_S = 5.0
 LOAD_TIMEOUT_S = 10.0
 MESSAGE_CHARS = 500
+COMPILE_OUTPUT_CHARS = 8000
 _COMPILED_HARNESS_NOTE = "test code for compiled and other non-Python languages"
 
 
@@ -327,6 +328,15 @@ def _short(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")[-MESSAGE_CHARS:]
 
 
+def _head_and_tail(data: bytes) -> str:
+    """A compiler's output, kept whole when short, else its start (the first error) and end."""
+    text = data.decode("utf-8", errors="replace")
+    if len(text) <= COMPILE_OUTPUT_CHARS:
+        return text
+    head, tail = COMPILE_OUTPUT_CHARS * 3 // 4, COMPILE_OUTPUT_CHARS // 4
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters ...]\n{text[-tail:]}"
+
+
 # ------------------------------------------------------------------------ the judge
 
 
@@ -407,7 +417,9 @@ class Judge:
                 sandbox, request, tests, language, limits, env, test_timeout, started
             )
         if isinstance(tests, AssertTests) and language.name != "python":
-            return await self._appended(sandbox, request, tests, language, limits, env, started)
+            return await self._appended(
+                sandbox, request, tests, language, limits, env, test_timeout, started
+            )
         return await self._pair(sandbox, request, limits, env, test_timeout, started)
 
     async def _compile(
@@ -500,7 +512,7 @@ class Judge:
             TestResult(name=name, verdict=TestVerdict.COMPILE_ERROR, weight=weight)
             for name, weight in zip(names, weights, strict=False)
         ]
-        output = _short(failure.stderr + failure.stdout)
+        output = _head_and_tail(failure.stderr + failure.stdout)
         if failure.status is ExecStatus.TIMEOUT:
             output = f"compilation exceeded its time limit\n{output}"
         return score(request, results, compile_output=output, started=started)
@@ -513,6 +525,7 @@ class Judge:
         language: Language,
         limits: ExecLimits,
         env: dict[str, str],
+        test_timeout: float,
         started: float,
     ) -> JudgeResult:
         """Non-Python assert tests: candidate + test code, done only if the nonce is printed."""
@@ -526,7 +539,8 @@ class Judge:
             files = None
         else:
             files = {language.source_file: source.encode()}
-        run = await sandbox.exec(list(language.run), limits=limits, env=env, files=files)
+        run_limits = limits.model_copy(update={"wall_s": test_timeout})
+        run = await sandbox.exec(list(language.run), limits=run_limits, env=env, files=files)
         lines = run.stdout.decode("utf-8", errors="replace").rstrip().splitlines()
         if run.status is ExecStatus.OK and lines and lines[-1].strip() == nonce:
             verdict, message = TestVerdict.PASSED, None
