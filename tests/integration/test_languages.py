@@ -29,7 +29,7 @@ from sandbox.languages import LANGUAGES
 
 pytestmark = pytest.mark.docker
 
-TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks" / "languages"
+TASKS_DIR = Path(__file__).resolve().parents[1] / "data" / "languages"
 ORDER = ("python", "bash", "c", "cpp", "javascript", "go", "java", "rust")
 COMPILED = {"c", "cpp", "go", "java", "rust"}
 ERROR_CLASSES = {"wrong_answer", "runtime_error", "timeout", "compile_error"}
