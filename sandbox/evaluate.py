@@ -18,9 +18,10 @@ from collections.abc import AsyncIterator
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import CapacityError, SandboxError, status_and_code
-from .judge import Judge, JudgeRequest, JudgeResult
+from .judge import Judge, JudgeRequest, JudgeResult, unjudged
 
 MAX_ITEMS = 10_000
+DEADLINE = "deadline_exceeded"
 DEFAULT_CONCURRENCY = 16
 MAX_CONCURRENCY = 256
 MAX_ITEMS_IN_FLIGHT = 50_000
@@ -211,11 +212,12 @@ class Evaluator:
             timeout = remaining if timeout is None else min(timeout, remaining)
         started = time.perf_counter()
         if timeout is not None and timeout <= 0:
-            return _deadline_result(item, "the batch deadline passed before this item ran", started)
+            message = "the batch deadline passed before this item ran"
+            return unjudged(item, message, started, DEADLINE)
         try:
             return await asyncio.wait_for(self.judge.judge(item, tenant=tenant), timeout)
         except TimeoutError:
-            return _deadline_result(item, f"not judged within {timeout:.1f} s", started)
+            return unjudged(item, f"not judged within {timeout:.1f} s", started, DEADLINE)
 
     def _forget_old(self) -> None:
         """Drop finished batches past their time to live, or beyond the count kept."""
@@ -224,19 +226,6 @@ class Evaluator:
             expired = now - batch.created > IDEMPOTENCY_TTL_S
             if batch.finished and (expired or len(self._batches) > MAX_REMEMBERED_BATCHES):
                 del self._batches[key]
-
-
-def _deadline_result(item: JudgeRequest, message: str, started: float) -> JudgeResult:
-    return JudgeResult(
-        id=item.id,
-        passed=0,
-        total=0,
-        reward=None,
-        error_class="deadline_exceeded",
-        tests=[],
-        message=message,
-        duration_s=round(time.perf_counter() - started, 6),
-    )
 
 
 def parse_lines(lines: list[str]) -> tuple[list[ItemLine], Summary]:

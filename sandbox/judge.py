@@ -301,14 +301,16 @@ def score(
     )
 
 
-def infra_result(request: JudgeRequest, message: str, started: float) -> JudgeResult:
-    """The platform failed: no reward at all, never 0."""
+def unjudged(
+    request: JudgeRequest, message: str, started: float, error_class: str = "infra"
+) -> JudgeResult:
+    """No verdict about the code (the platform failed, or time ran out): no reward, never 0."""
     return JudgeResult(
         id=request.id,
         passed=0,
         total=0,
         reward=None,
-        error_class="infra",
+        error_class=error_class,
         tests=[],
         message=message,
         duration_s=round(time.perf_counter() - started, 6),
@@ -396,7 +398,7 @@ class Judge:
                     lease.retire(result.message or "infrastructure error")
         except (InfrastructureError, SandboxTimeoutError) as exc:
             logger.warning("judging failed for infrastructure reasons: %s", exc)
-            result = infra_result(request, str(exc), started)
+            result = unjudged(request, str(exc), started)
         metrics.record_judgement(language.name, policy.name, result.error_class)
         return result
 
