@@ -3,65 +3,31 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import yaml
 
+from sandbox.launcher import ServiceProcess
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-SANDBOX_BIN = Path(sys.executable).with_name("sandbox")
 REPO = Path(__file__).resolve().parent.parent
 
 
-class Service:
-    """``sandbox serve`` on a free loopback port with a default policy of ``warm`` containers."""
+class Service(ServiceProcess):
+    """``sandbox serve`` with a default policy sized for a benchmark."""
 
     def __init__(self, *, warm: int, max_size: int | None = None, max_uses: int = 100_000) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
         self._policies = tempfile.TemporaryDirectory(prefix="bench-policies-")
         policy = yaml.safe_load((REPO / "policies" / "default.yaml").read_text())
         policy["pool"] = {"warm": warm, "max": max_size or warm, "max_uses": max_uses}
         Path(self._policies.name, "default.yaml").write_text(yaml.safe_dump(policy))
-        self.log_path = Path(self._policies.name, "serve.log")
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            [
-                str(SANDBOX_BIN),
-                "serve",
-                "--port",
-                str(self.port),
-                "--policies",
-                self._policies.name,
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
+        super().__init__(policies=Path(self._policies.name), log_dir=Path(self._policies.name))
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"service exited: {self.log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"service not ready: {self.log_path.read_text()[-3000:]}")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(60)
-        self._log.close()
+    def stop(self, timeout: float = 60.0) -> None:
+        super().stop(timeout)
         self._policies.cleanup()
 
 

@@ -7,10 +7,6 @@ At the end of the session, no container of ours may be left.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -28,11 +24,11 @@ from sandbox.backends.docker import (
     owner_label,
 )
 from sandbox.images import resolve_image
+from sandbox.launcher import SANDBOX_BIN, ServiceProcess, free_port
 from sandbox.policy import Policy, parse_policy
 from sandbox.pool import Pool
 
 REPO = Path(__file__).resolve().parent.parent
-SANDBOX_BIN = Path(sys.executable).with_name("sandbox")
 
 
 def make_policy(name: str = "test", **sections: object) -> Policy:
@@ -101,50 +97,11 @@ async def pool(backend: DockerBackend) -> AsyncIterator[Pool]:
     await pool.close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+class Service(ServiceProcess):
+    """A ``sandbox serve`` subprocess on a free loopback port (args: extra CLI flags)."""
 
 
-class Service:
-    """A ``sandbox serve`` subprocess on a free loopback port."""
-
-    def __init__(self, *args: str, policies: Path | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [str(SANDBOX_BIN), "serve", "--port", str(self.port), *args]
-        if policies is not None:
-            command += ["--policies", str(policies)]
-        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"sandbox-serve-{self.port}.log"
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
-
-    def wait_ready(self, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"service exited early:\n{self.log()}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"service not ready in {timeout} s:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
+__all__ = ["REPO", "SANDBOX_BIN", "Service", "free_port", "make_policy"]
 
 
 @pytest.fixture(scope="session")
