@@ -30,9 +30,7 @@ import json
 import logging
 import math
 import re
-import secrets
 import time
-from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -44,6 +42,7 @@ from .errors import InfrastructureError, InvalidRequestError, SandboxTimeoutErro
 from .execution import (
     BASE_ENV,
     MAX_CODE_BYTES,
+    ExecutionService,
     build,
     check_relative_path,
     exec_limits,
@@ -51,7 +50,6 @@ from .execution import (
 )
 from .languages import Language, get_language
 from .policy import LimitOverrides, Policy
-from .pool import Pool
 from .results import ExecLimits, ExecResult, ExecStatus
 from .runner.harness import wire
 
@@ -60,14 +58,12 @@ logger = logging.getLogger(__name__)
 HARNESS_DIR = "/opt/sandbox/runner/harness"
 JUDGE_DIR = "/judge"
 CANDIDATE_FILE = "solution.py"
-COMPLETE_MARKER = "JUDGE_COMPLETE"
 MAX_CASES = 10_000
 MAX_TEST_FILES = 64
 DEFAULT_TEST_TIMEOUT_S = 5.0
 LOAD_TIMEOUT_S = 10.0
 MESSAGE_CHARS = 500
 COMPILE_OUTPUT_CHARS = 8000
-_COMPILED_HARNESS_NOTE = "test code for compiled and other non-Python languages"
 
 
 class TestVerdict(StrEnum):
@@ -100,6 +96,13 @@ class IOCase(_Wire):
 class IOTests(_Wire):
     kind: Literal["io"] = "io"
     cases: list[IOCase] = Field(min_length=1, max_length=MAX_CASES)
+    driver: str | None = Field(
+        default=None,
+        max_length=MAX_CODE_BYTES,
+        description="Code appended to the candidate's (e.g. a main() that reads arguments "
+        "from stdin, calls the candidate's function and prints the result): function-style "
+        "tests for any language, with the expected outputs kept outside the container.",
+    )
     compare: Literal["exact", "rstrip", "tokens", "float"] = "rstrip"
     float_rel_tol: float = Field(default=1e-6, ge=0)
     float_abs_tol: float = Field(default=1e-9, ge=0)
@@ -225,14 +228,26 @@ def _same_token(actual: str, expected: str, rel: float, abs_: float) -> bool:
 
 
 def from_json(value: Any) -> Any:
-    """A test value given in JSON: plain JSON, with wire tags (``{"$tuple": [...]}``) allowed."""
-    if isinstance(value, dict):
-        if len(value) == 1 and next(iter(value)).startswith("$"):
-            return wire.decode(value)
-        return {key: from_json(item) for key, item in value.items()}
+    """A test value given in JSON: plain JSON, with wire tags (``{"$tuple": [...]}``) allowed.
+
+    Raises :class:`InvalidRequestError` for a malformed tag.
+    """
     if isinstance(value, list):
         return [from_json(item) for item in value]
-    return value
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1 and next(iter(value)).startswith("$"):
+        ((tag, body),) = value.items()
+        try:
+            if tag in ("$tuple", "$set", "$frozenset") and isinstance(body, list):
+                items = [from_json(item) for item in body]
+                return {"$tuple": tuple, "$set": set, "$frozenset": frozenset}[tag](items)
+            if tag == "$dict" and isinstance(body, list):
+                return {from_json(k): from_json(v) for k, v in body}
+            return wire.decode(value)
+        except (wire.WireError, TypeError, ValueError) as exc:
+            raise InvalidRequestError(f"bad test value {str(value)[:80]}: {exc}") from None
+    return {key: from_json(item) for key, item in value.items()}
 
 
 def same_value(actual: Any, expected: Any, rel: float, abs_: float) -> bool:
@@ -244,8 +259,13 @@ def same_value(actual: Any, expected: Any, rel: float, abs_: float) -> bool:
     if type(actual) in numbers and type(expected) in numbers:
         if type(actual) is int and type(expected) is int:
             return bool(actual == expected)
-        both_nan = math.isnan(actual) and math.isnan(expected)
-        return both_nan or math.isclose(actual, expected, rel_tol=rel, abs_tol=abs_)
+        try:
+            got, want = float(actual), float(expected)
+        except OverflowError:  # an int too large for any float cannot be close to one
+            return False
+        if math.isnan(got) or math.isnan(want):
+            return math.isnan(got) and math.isnan(want)
+        return math.isclose(got, want, rel_tol=rel, abs_tol=abs_)
     sequences = (list, tuple)
     if type(actual) in sequences and type(expected) in sequences:
         return len(actual) == len(expected) and all(
@@ -270,6 +290,8 @@ def score(
     started: float,
 ) -> JudgeResult:
     """passed/total, reward under the requested shape, and the error class."""
+    if request.early_stop:
+        tests = _stop_after_first_failure(tests)
     counted = [t for t in tests if t.verdict is not TestVerdict.SKIPPED or request.early_stop]
     passed = sum(1 for t in counted if t.verdict is TestVerdict.PASSED)
     total = len(counted)
@@ -299,6 +321,19 @@ def score(
         message=message,
         duration_s=round(time.perf_counter() - started, 6),
     )
+
+
+def _stop_after_first_failure(tests: list[TestResult]) -> list[TestResult]:
+    """With early stop, nothing after the first failure counts as passed (function cases
+    are compared here, after they all ran)."""
+    out: list[TestResult] = []
+    failed = False
+    for test in tests:
+        if failed and test.verdict is TestVerdict.PASSED:
+            test = test.model_copy(update={"verdict": TestVerdict.SKIPPED, "message": "not run"})
+        failed = failed or test.verdict not in (TestVerdict.PASSED, TestVerdict.SKIPPED)
+        out.append(test)
+    return out
 
 
 def unjudged(
@@ -343,46 +378,36 @@ def _head_and_tail(data: bytes) -> str:
 
 
 class Judge:
-    """Runs submissions against their hidden tests on a pool, under named policies."""
+    """Runs submissions against their hidden tests, on the execution service's pool."""
 
-    def __init__(
-        self, pool: Pool, policies: Mapping[str, Policy], resolve_image: Callable[[str], str]
-    ) -> None:
-        self.pool = pool
-        self.policies = policies
-        self.resolve_image = resolve_image
-
-    def policy(self, name: str) -> Policy:
-        from .errors import NotFoundError
-
-        try:
-            return self.policies[name]
-        except KeyError:
-            known = ", ".join(sorted(self.policies))
-            raise NotFoundError(f"unknown policy {name!r}; use one of: {known}") from None
+    def __init__(self, execution: ExecutionService) -> None:
+        self.execution = execution
+        self.pool = execution.pool
 
     def plan(self, request: JudgeRequest) -> tuple[Language, Policy, ExecLimits, float, str]:
         """Validate a request before anything runs: language, policy, limits, image."""
         language = get_language(request.language)
         kind = request.tests.kind
-        if kind in ("function", "files") and language.name != "python":
+        if kind != "io" and language.name != "python":
             raise InvalidRequestError(
-                f"{kind} tests are for Python; for {language.name} use io or assert tests"
+                f"{kind} tests are for Python, where the tests run in a process the candidate "
+                f"cannot reach; for {language.name} use io tests, with a `driver` that calls "
+                "the candidate's function and prints what it returned"
             )
-        if kind == "assert" and language.name != "python":
-            script = request.tests.script  # type: ignore[union-attr]
-            if COMPLETE_MARKER not in script:
-                raise InvalidRequestError(
-                    f"assert tests in {language.name} must print {COMPLETE_MARKER} as their "
-                    f"last output ({_COMPILED_HARNESS_NOTE} are appended to the candidate's)"
-                )
         if kind == "files":
             for path in request.tests.files:  # type: ignore[union-attr]
                 check_relative_path(path)
-        policy = self.policy(request.policy)
+        if isinstance(request.tests, FunctionTests):
+            for case in request.tests.cases:
+                from_json(case.args)
+                from_json(case.kwargs)
+                from_json(case.expected)
+        policy = self.execution.policy(request.policy)
         limits = exec_limits(policy, request.limits)
         test_timeout = min(request.test_timeout_s or DEFAULT_TEST_TIMEOUT_S, limits.wall_s)
-        image = self.resolve_image("python" if language.name == "python" else language.image)
+        image = self.execution.resolve_image(
+            "python" if language.name == "python" else language.image
+        )
         return language, policy, limits, test_timeout, image
 
     async def judge(self, request: JudgeRequest, *, tenant: str) -> JudgeResult:
@@ -418,10 +443,6 @@ class Judge:
             return await self._io(
                 sandbox, request, tests, language, limits, env, test_timeout, started
             )
-        if isinstance(tests, AssertTests) and language.name != "python":
-            return await self._appended(
-                sandbox, request, tests, language, limits, env, test_timeout, started
-            )
         return await self._pair(sandbox, request, limits, env, test_timeout, started)
 
     async def _compile(
@@ -450,14 +471,15 @@ class Judge:
         started: float,
     ) -> JudgeResult:
         names = [case.name or f"case {i}" for i, case in enumerate(tests.cases)]
+        source = request.code if tests.driver is None else f"{request.code}\n{tests.driver}\n"
         if language.compiled:
-            failure = await self._compile(sandbox, language, request.code, limits, env)
+            failure = await self._compile(sandbox, language, source, limits, env)
             if failure is not None:
                 return self._compile_error(request, names, tests, failure, started)
         case_limits = limits.model_copy(update={"wall_s": test_timeout})
         results: list[TestResult] = []
         files: dict[str, bytes] | None = (
-            None if language.compiled else {language.source_file: request.code.encode()}
+            None if language.compiled else {language.source_file: source.encode()}
         )
         for index, case in enumerate(tests.cases):
             if request.early_stop and results and results[-1].verdict is not TestVerdict.PASSED:
@@ -519,41 +541,6 @@ class Judge:
             output = f"compilation exceeded its time limit\n{output}"
         return score(request, results, compile_output=output, started=started)
 
-    async def _appended(
-        self,
-        sandbox: Sandbox,
-        request: JudgeRequest,
-        tests: AssertTests,
-        language: Language,
-        limits: ExecLimits,
-        env: dict[str, str],
-        test_timeout: float,
-        started: float,
-    ) -> JudgeResult:
-        """Non-Python assert tests: candidate + test code, done only if the nonce is printed."""
-        nonce = secrets.token_hex(16)
-        source = f"{request.code}\n{tests.script.replace(COMPLETE_MARKER, nonce)}\n"
-        name = ["all asserts"]
-        if language.compiled:
-            failure = await self._compile(sandbox, language, source, limits, env)
-            if failure is not None:
-                return self._compile_error(request, name, tests, failure, started)
-            files = None
-        else:
-            files = {language.source_file: source.encode()}
-        run_limits = limits.model_copy(update={"wall_s": test_timeout})
-        run = await sandbox.exec(list(language.run), limits=run_limits, env=env, files=files)
-        lines = run.stdout.decode("utf-8", errors="replace").rstrip().splitlines()
-        if run.status is ExecStatus.OK and lines and lines[-1].strip() == nonce:
-            verdict, message = TestVerdict.PASSED, None
-        elif run.status is ExecStatus.OK:
-            verdict, message = TestVerdict.WRONG_ANSWER, "the tests did not run to their end"
-        else:
-            verdict = _STATUS_VERDICT.get(run.status, TestVerdict.RUNTIME_ERROR)
-            message = _short(run.stderr) or run.reason
-        result = TestResult(name=name[0], verdict=verdict, time_s=run.usage.wall_s, message=message)
-        return score(request, [result], started=started)
-
     async def _pair(
         self,
         sandbox: Sandbox,
@@ -565,7 +552,11 @@ class Judge:
     ) -> JudgeResult:
         """Python function/assert/files tests: judge process + candidate process."""
         tests = request.tests
-        spec: dict[str, Any] = {"call_timeout_s": test_timeout, "load_timeout_s": LOAD_TIMEOUT_S}
+        spec: dict[str, Any] = {
+            "call_timeout_s": test_timeout,
+            "load_timeout_s": LOAD_TIMEOUT_S,
+            "early_stop": request.early_stop,
+        }
         judge_files: dict[str, bytes] = {}
         if isinstance(tests, FunctionTests):
             program = "judge_function.py"
@@ -634,10 +625,7 @@ class Judge:
             message = f"the candidate failed to load: {error.get('type')}: {error.get('message')}"
             return score(
                 request,
-                [
-                    TestResult(name=n, verdict=TestVerdict.RUNTIME_ERROR, weight=w, message=message)
-                    for n, w in names
-                ],
+                [TestResult(name=n, verdict=crash, weight=w, message=message) for n, w in names],
                 message=message,
                 started=started,
             )
@@ -672,8 +660,6 @@ class Judge:
             return [(str(name), 1.0) for name in report["expected"]]
         if isinstance(tests, AssertTests):
             return [("assert script", 1.0)]
-        if report is not None and report.get("tests"):
-            return []  # pytest reports every test it collected
         return [("test files", 1.0)]
 
     @staticmethod

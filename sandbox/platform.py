@@ -79,7 +79,7 @@ class Platform:
             lease_timeout_s=self.settings.lease_timeout_s,
         )
         self.execution = ExecutionService(self.pool, self.policies, self.image)
-        self.judge = Judge(self.pool, self.policies, self.image)
+        self.judge = Judge(self.execution)
         self.evaluator = Evaluator(self.judge)
 
     def _resolve_images(self) -> dict[str, str]:

@@ -396,6 +396,7 @@ class DockerBackend(Backend):
         self.socket_path = _engine_socket()
         self.owner = owner_label()
         self._live: set[str] = set()
+        self._creating: set[asyncio.Future[str]] = set()
         self._ooms = OomWatcher(self.client)
         self._ooms.start()
 
@@ -416,10 +417,14 @@ class DockerBackend(Backend):
                 ) from exc
             except docker.errors.APIError as exc:
                 raise EngineError(f"cannot create a container from {image}: {exc}") from exc
-            return str(created["Id"])
+            container_id = str(created["Id"])
+            self._live.add(container_id)  # here, so a cancelled caller cannot lose track of it
+            return container_id
 
-        container_id = await asyncio.to_thread(_create)
-        self._live.add(container_id)
+        creating = asyncio.ensure_future(asyncio.to_thread(_create))
+        self._creating.add(creating)
+        creating.add_done_callback(self._creating.discard)
+        container_id = await asyncio.shield(creating)
         sandbox = DockerSandbox(self, container_id, image, policy)
         try:
             await sandbox.start()
@@ -469,4 +474,6 @@ class DockerBackend(Backend):
 
     async def close(self) -> None:
         self._ooms.stop()
+        # Creations already sent to the engine finish first, so none is left behind.
+        await asyncio.gather(*self._creating, return_exceptions=True)
         await asyncio.gather(*(self.remove_container(cid) for cid in list(self._live)))

@@ -45,6 +45,9 @@ class Runner:
 
     def __init__(self, config: Config, channel_fd: int) -> None:
         self.config = config
+        for directory in config.dirs:  # whatever the image or the mount left, start as promised
+            if directory.mode is not None:
+                os.chmod(directory.path, directory.mode)
         gc.freeze()  # the zygote's pages stay shared with the spares it forks
         self.zygote = Zygote(config)
         self.executor = Executor(config, self.zygote, channel_fd)

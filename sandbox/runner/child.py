@@ -30,7 +30,7 @@ import types
 from typing import TYPE_CHECKING
 
 from . import BASELINE_MODULES
-from .config import SANDBOX
+from .config import JUDGE, SANDBOX
 
 if TYPE_CHECKING:
     from typing import Any, NoReturn
@@ -165,7 +165,8 @@ def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
     os.setresuid(spec.uid, spec.uid, spec.uid)
     if os.getresuid() != (spec.uid,) * 3 or os.getresgid() != (spec.gid,) * 3:
         raise PermissionError("could not drop privileges")
-    os.umask(0o022)
+    # The judge's files (hidden tests) are its own; the candidate's are readable as usual.
+    os.umask(0o077 if spec.role == JUDGE else 0o022)
     os.chdir(spec.cwd)
     for entry in spec.files:
         data = base64.b64decode(entry["data"])

@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import textwrap
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 import pytest
 
+from sandbox.errors import InvalidRequestError
+from sandbox.execution import ExecutionService
 from sandbox.images import resolve_image
 from sandbox.judge import Judge, JudgeRequest, JudgeResult
 from sandbox.policy import Policy
@@ -88,7 +89,7 @@ def policy() -> Policy:
             "stderr_bytes": 64 * 1024,
         },
         env={"set": {"TEST_POOL_GROUP": "reward-hacking"}},
-        pool={"warm": 1, "max": 1},
+        pool={"warm": 0, "max": 1},
     )
 
 
@@ -100,7 +101,7 @@ async def judge(pool: Pool, policy: Policy) -> Judge:
     (:func:`test_hidden_tests_unreadable_on_a_fresh_container`); this fixture
     uses it once so every other test here runs on a container reset at least once.
     """
-    judge = Judge(pool, {"default": policy}, resolve_image)
+    judge = Judge(ExecutionService(pool, {"default": policy}, resolve_image))
     first = await judge.judge(request(HONEST, hidden_tests("function")), tenant=TENANT)
     assert first.reward == 1.0, first
     return judge
@@ -295,8 +296,12 @@ EXPECTED |= {
 
 @pytest.mark.parametrize(("attack", "kind"), sorted(EXPECTED))
 async def test_attack_gets_no_reward(judge: Judge, attack: str, kind: str) -> None:
-    result = await verdict(judge, ATTACKS[attack], kind, test_timeout_s=CALL_TIMEOUT_S)
-    assert_zero(result, EXPECTED[(attack, kind)])
+    expected = EXPECTED[(attack, kind)]
+    # A short per-test timeout where the attack runs forever; the default elsewhere, so
+    # that a loaded machine cannot turn a wrong answer into a timeout.
+    extra = {"test_timeout_s": CALL_TIMEOUT_S} if expected == "timeout" else {}
+    result = await verdict(judge, ATTACKS[attack], kind, **extra)
+    assert_zero(result, expected)
 
 
 async def test_pool_still_judges_after_the_bombs(judge: Judge) -> None:
@@ -332,13 +337,6 @@ async def test_memory_bomb_is_a_memory_limit(judge: Judge, kind: str) -> None:
     assert_zero(result, "memory_limit")
 
 
-@pytest.mark.xfail(
-    reason="BUG: a memory bomb while the candidate's module is imported gives error_class "
-    "runtime_error, not memory_limit: sandbox/judge.py Judge._from_report (the "
-    "`if not report.get('loaded')` branch, ~line 615) marks every test RUNTIME_ERROR and "
-    "ignores run.oom_killed, which _crash_verdict honours for crashes after loading",
-    strict=True,
-)
 @pytest.mark.parametrize("kind", PAIR_KINDS)
 async def test_memory_bomb_at_import_is_a_memory_limit(judge: Judge, kind: str) -> None:
     code = "hoard = []\nwhile True:\n    hoard.append(b'x' * (8 << 20))\n"
@@ -832,17 +830,6 @@ async def test_judge_process_is_out_of_reach(judge: Judge) -> None:
     assert expected <= log, f"missing {expected - log}; got {sorted(log)}"  # ... and refused
 
 
-@pytest.mark.xfail(
-    reason="BUG: on the FIRST use of a fresh container /judge is mode 0755 (and the judge's "
-    "files 0644), so the candidate reads /judge/test.py and returns the expected values. "
-    "The tmpfs option mode=0700 (sandbox/backends/docker.py container_settings, JUDGE_DIR) "
-    "does not hold: Docker copies up the image's /judge (images/python/Dockerfile line 33, "
-    "`install -d ... -m 0755 /judge`); the runner restores the 0700 only in "
-    "sandbox/runner/reset.py _empty, i.e. after the first execution; and "
-    "sandbox/runner/child.py:168 umask 022 leaves judge files world-readable. A candidate can "
-    "also force fresh containers by causing anomalies that retire the old one",
-    strict=True,
-)
 @pytest.mark.parametrize("kind", ["assert", "files"])
 async def test_hidden_tests_unreadable_on_a_fresh_container(pool: Pool, kind: str) -> None:
     fresh = make_policy(
@@ -851,7 +838,7 @@ async def test_hidden_tests_unreadable_on_a_fresh_container(pool: Pool, kind: st
         env={"set": {"TEST_POOL_GROUP": f"reward-hacking-fresh-{kind}"}},
         pool={"warm": 0, "max": 1},
     )
-    judge = Judge(pool, {"default": fresh}, resolve_image)
+    judge = Judge(ExecutionService(pool, {"default": fresh}, resolve_image))
     result = await judge.judge(request(STEAL, hidden_tests(kind)), tenant=TENANT)
     assert_zero(result, "wrong_answer")
 
@@ -956,8 +943,11 @@ SHADOW_CHECKS = [
 
 @pytest.mark.parametrize("kind", ["assert", "files"])
 async def test_shadowed_builtins_do_not_reach_the_tests(judge: Judge, kind: str) -> None:
+    tests: dict[str, Any]
     if kind == "assert":
-        body = "".join(f"    assert {check.replace('add', 'candidate')}\n" for check in SHADOW_CHECKS)
+        body = "".join(
+            f"    assert {check.replace('add', 'candidate')}\n" for check in SHADOW_CHECKS
+        )
         tests = {"kind": "assert", "entry_point": "add", "script": f"def check(candidate):\n{body}"}
     else:
         body = "".join(
@@ -1115,18 +1105,28 @@ async def test_earlier_executions_leave_nothing_readable(pool: Pool, judge: Judg
     """Submission A's hidden tests and inputs are gone when B runs in the same container."""
     secrets_of_a = [token() for _ in range(7)]
     t1, t2, t3, t4, t5, t6, t7 = secrets_of_a
-    a_code = "def add(a, b):\n    return a + b\n\nprint(input())\n"
-    runs_of_a = [
+    a_code = HONEST
+    runs_of_a: list[dict[str, Any]] = [
         {
             "kind": "assert",
             "entry_point": "add",
             "prelude": f"PROMPT = {t1!r}\n",
-            "script": f"SECRET = {t2!r}\n\ndef check(candidate):\n    assert candidate(2, 3) == 5\n",
+            "script": (
+                f"SECRET = {t2!r}\n\ndef check(candidate):\n    assert candidate(2, 3) == 5\n"
+            ),
         },
-        {"kind": "files", "files": {"test_a.py": f"import solution\n\nS = {t3!r}\n\n"
-                                                  "def test_a():\n    assert solution.add(1, 1) == 2\n"}},
-        {"kind": "function", "entry_point": "add",
-         "cases": [{"args": [t4, ""], "expected": t4}, {"args": [1, 2], "expected": t5}]},
+        {
+            "kind": "files",
+            "files": {
+                "test_a.py": f"import solution\n\nS = {t3!r}\n\n"
+                "def test_a():\n    assert solution.add(1, 1) == 2\n"
+            },
+        },
+        {
+            "kind": "function",
+            "entry_point": "add",
+            "cases": [{"args": [t4, ""], "expected": t4}, {"args": [1, 2], "expected": t5}],
+        },
         {"kind": "io", "cases": [{"stdin": t6, "expected_stdout": t7}]},
     ]
     group_before = _group(pool, judge)
@@ -1134,7 +1134,11 @@ async def test_earlier_executions_leave_nothing_readable(pool: Pool, judge: Judg
         result = await judge.judge(request(a_code, tests), tenant=TENANT)
         assert result.reward is not None and result.error_class != "infra", result
     io_b = {"kind": "io", "cases": [{"stdin": "", "expected_stdout": t2}]}
-    function_b = {"kind": "function", "entry_point": "add", "cases": [{"args": [0, 0], "expected": t2}]}
+    function_b = {
+        "kind": "function",
+        "entry_point": "add",
+        "cases": [{"args": [0, 0], "expected": t2}],
+    }
     for tests in (io_b, function_b):
         result = await judge.judge(request(SCANNER, tests), tenant=TENANT)
         assert_zero(result, "wrong_answer")
@@ -1147,7 +1151,7 @@ async def test_earlier_executions_leave_nothing_readable(pool: Pool, judge: Judg
 
 
 def _group(pool: Pool, judge: Judge) -> Any:
-    (policy,) = judge.policies.values()
+    (policy,) = judge.execution.policies.values()
     (group,) = [g for g in pool.status().groups if g.policy == policy.name]
     return group
 
@@ -1155,17 +1159,6 @@ def _group(pool: Pool, judge: Judge) -> Any:
 # ------------------------------------------------------------------------ known loopholes
 
 
-@pytest.mark.xfail(
-    reason="BUG: a candidate exception deriving from KeyboardInterrupt (`class K("
-    "KeyboardInterrupt, Exception)`, so candidate.py answers it as a normal raise) is "
-    "re-created in the judge with that base (sandbox/runner/harness/remote.py "
-    "Connection.exception_class picks the first builtin base) and interrupts pytest: "
-    "judge_pytest.py's Outcomes never records the interrupted and the uncollected-yet-unrun "
-    "tests, judge.finish() still writes complete=true (pytest_exit_code=2 is ignored), and "
-    "sandbox/judge.py Judge._expected_names returns [] for files reports, so the one test "
-    "that passed before the interrupt makes reward 1.0",
-    strict=True,
-)
 async def test_keyboard_interrupt_cannot_end_pytest_early(judge: Judge) -> None:
     code = """\
 class Interrupt(KeyboardInterrupt, Exception):
@@ -1182,15 +1175,6 @@ def add(a, b):
     assert result.reward == pytest.approx(1 / 3), result
 
 
-@pytest.mark.xfail(
-    reason="BUG: StopIteration raised by the candidate is re-raised as a real StopIteration "
-    "in the judge (sandbox/runner/harness/remote.py Connection.exception), so inside "
-    "map()/filter() it silently ends the iteration: `assert all(map(candidate, xs))` and "
-    "`assert not any(map(candidate, ys))` both pass for a candidate that only raises "
-    "StopIteration. It should be re-created as something that cannot end an iteration "
-    "(e.g. RuntimeError, as PEP 479 does for generators)",
-    strict=True,
-)
 async def test_stop_iteration_cannot_end_the_tests_iteration(judge: Judge) -> None:
     script = (
         "def check(candidate):\n"
@@ -1203,104 +1187,88 @@ async def test_stop_iteration_cannot_end_the_tests_iteration(judge: Judge) -> No
     assert_zero(result, "runtime_error")
 
 
-@pytest.mark.xfail(
-    reason="BUG: a candidate returning a huge int where a float is expected crashes the "
-    "trusted comparison: sandbox/judge.py same_value line 246 calls math.isnan(actual) on "
-    "an int beyond float range -> OverflowError escapes Judge.judge (HTTP 500 "
-    "internal_error, and /get_reward loses the whole batch) instead of wrong_answer",
-    strict=True,
-)
 async def test_huge_int_for_a_float_is_a_wrong_answer(judge: Judge) -> None:
     tests = {"kind": "function", "entry_point": "add", "cases": [{"args": [1, 2], "expected": 3.5}]}
-    result = await judge.judge(request("def add(a, b):\n    return 10**400\n", tests), tenant=TENANT)
+    result = await judge.judge(
+        request("def add(a, b):\n    return 10**400\n", tests), tenant=TENANT
+    )
     assert_zero(result, "wrong_answer")
 
 
-JS_TESTS = """\
-const assert = require("assert");
-assert.strictEqual(add(2, 3), 5);
-assert.strictEqual(add(-1, 1), 0);
-console.log("JUDGE_COMPLETE");
+# Function-style tests outside Python: a driver appended to the candidate's code
+# calls the function and prints the results; the expected outputs stay outside.
+JS_DRIVER = """\
+const [a, b] = require("fs").readFileSync(0, "utf8").trim().split(/\\s+/).map(Number);
+console.log(add(a, b));
 """
-JS_NONCE_THIEF = """\
-const source = require("fs").readFileSync(__filename, "utf8");
-const nonce = source.match(/console\\.log\\("([0-9a-f]{32})"\\)/);
-if (nonce) {
-  console.log(nonce[1]);
-  process.exit(0);
-}
-function add(a, b) { return 0; }
-"""
-C_TESTS = """\
-#include <assert.h>
+C_DRIVER = """\
 #include <stdio.h>
 int main(void) {
-    assert(add(2, 3) == 5);
-    assert(add(-1, 1) == 0);
-    puts("JUDGE_COMPLETE");
+    int a, b;
+    if (scanf("%d %d", &a, &b) != 2) return 2;
+    printf("%d\\n", add(a, b));
     return 0;
 }
 """
-C_NONCE_THIEF = """\
-#include <ctype.h>
+DRIVER_CASES = [
+    {"stdin": "2 3", "expected_stdout": "5"},
+    {"stdin": "-1 1", "expected_stdout": "0"},
+    {"stdin": "40 2", "expected_stdout": "42"},
+]
+# Thieves: read their whole source (candidate and driver) and print it, hoping the
+# answers are in there; then exit 0 before the driver runs.
+JS_SOURCE_THIEF = """\
+process.stdout.write(require("fs").readFileSync(__filename, "utf8"));
+process.exit(0);
+function add(a, b) { return 0; }
+"""
+C_SOURCE_THIEF = """\
 #include <stdio.h>
-#include <string.h>
-#include <unistd.h>
+#include <stdlib.h>
 __attribute__((constructor)) static void steal(void) {
-    static char text[65536];
-    FILE *source = fopen("main.c", "r");
-    size_t size = source ? fread(text, 1, sizeof text - 1, source) : 0;
-    text[size] = 0;
-    for (char *at = strstr(text, "puts(\\""); at; at = strstr(at + 1, "puts(\\"")) {
-        int digits = 0;
-        while (isxdigit((unsigned char)at[6 + digits])) digits++;
-        if (digits == 32) {
-            printf("%.32s\\n", at + 6);
-            fflush(stdout);
-            _exit(0);
-        }
-    }
+    FILE *f = fopen("main.c", "r");
+    int c;
+    while (f && (c = fgetc(f)) != EOF) putchar(c);
+    exit(0);
 }
 int add(int a, int b) { return 0; }
 """
 
 
+def driver_tests(driver: str) -> dict[str, Any]:
+    return {"kind": "io", "driver": driver, "cases": DRIVER_CASES, "compare": "tokens"}
+
+
 @pytest.mark.parametrize(
-    ("language", "script", "honest", "thief"),
+    ("language", "driver", "honest", "thief"),
     [
-        ("javascript", JS_TESTS, "function add(a, b) { return a + b; }\n", JS_NONCE_THIEF),
-        ("c", C_TESTS, "int add(int a, int b) { return a + b; }\n", C_NONCE_THIEF),
+        ("javascript", JS_DRIVER, "function add(a, b) { return a + b; }\n", JS_SOURCE_THIEF),
+        ("c", C_DRIVER, "int add(int a, int b) { return a + b; }\n", C_SOURCE_THIEF),
     ],
 )
-async def test_appended_asserts_positive_control(
-    judge: Judge, language: str, script: str, honest: str, thief: str
+async def test_driver_function_tests_cannot_be_forged(
+    judge: Judge, language: str, driver: str, honest: str, thief: str
 ) -> None:
-    """Control for the nonce test below: honest code passes, plainly wrong code fails."""
-    tests = {"kind": "assert", "script": script}
+    """Honest code passes, wrong code fails, and reading its own source gets a thief nothing."""
+    tests = driver_tests(driver)
     passed = await judge.judge(request(honest, tests, language=language), tenant=TENANT)
     assert passed.reward == 1.0, passed
     wrong = honest.replace("a + b", "a - b")
-    failed = await judge.judge(request(wrong, tests, language=language), tenant=TENANT)
-    assert_zero(failed, "runtime_error")
+    assert_zero(await judge.judge(request(wrong, tests, language=language), tenant=TENANT))
+    assert_zero(await judge.judge(request(thief, tests, language=language), tenant=TENANT))
 
 
-@pytest.mark.xfail(
-    reason="BUG: non-Python assert tests are appended to the candidate's source with "
-    "JUDGE_COMPLETE replaced by the nonce (sandbox/judge.py Judge._appended, lines 519-520), "
-    "so the nonce sits in a file (and binary) the candidate can read: it prints the nonce "
-    "and exits 0 before any assert runs, and gets reward 1.0",
-    strict=True,
-)
-@pytest.mark.parametrize(
-    ("language", "script", "thief"),
-    [("javascript", JS_TESTS, JS_NONCE_THIEF), ("c", C_TESTS, C_NONCE_THIEF)],
-)
-async def test_appended_asserts_nonce_cannot_be_stolen(
-    judge: Judge, language: str, script: str, thief: str
+@pytest.mark.parametrize("language", ["javascript", "c", "go"])
+async def test_same_process_assert_tests_are_refused_outside_python(
+    judge: Judge, language: str
 ) -> None:
-    tests = {"kind": "assert", "script": script}
-    result = await judge.judge(request(thief, tests, language=language), tenant=TENANT)
-    assert_zero(result)
+    """Tests appended into the candidate's own process could be read and skipped: refused."""
+    tests = {"kind": "assert", "script": "assert(add(1, 2) == 3);"}
+    with pytest.raises(InvalidRequestError, match="use io tests, with a `driver`"):
+        await judge.judge(
+            request("int add(int a, int b) { return a + b; }", tests, language=language),
+            tenant=TENANT,
+        )
 
 
 # ------------------------------------------------------------------------ over HTTP

@@ -44,6 +44,10 @@ class Outcomes:
 
     def __init__(self, judge: Judge) -> None:
         self.judge = judge
+        self.collected: list[str] = []
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.collected = [item.nodeid for item in session.items]
 
     def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
         import pytest
@@ -77,7 +81,7 @@ class Outcomes:
 def main() -> None:
     with open(sys.argv[1]) as handle:
         spec = json.load(handle)
-    judge = Judge(float(spec["call_timeout_s"]), float(spec["load_timeout_s"]))
+    judge = Judge(spec)
     if not judge.connection.loaded:
         judge.finish()
         return
@@ -87,11 +91,22 @@ def main() -> None:
     sys.meta_path.insert(0, CandidateModules({module: judge.connection.module(module)}))
     tests_dir = spec["tests_dir"]
     os.chdir(tests_dir)
-    code = pytest.main(
-        [tests_dir, "-q", "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", tests_dir],
-        plugins=[Outcomes(judge)],
-    )
-    judge.finish(pytest_exit_code=int(code))
+    outcomes = Outcomes(judge)
+    arguments = [
+        tests_dir,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        tests_dir,
+    ]
+    if spec.get("early_stop"):
+        arguments.append("--exitfirst")
+    code = pytest.main(arguments, plugins=[outcomes])
+    # Every collected test is expected: one the run never reached counts as not passed.
+    judge.finish(pytest_exit_code=int(code), expected=outcomes.collected)
 
 
 if __name__ == "__main__":

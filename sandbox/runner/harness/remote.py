@@ -31,6 +31,18 @@ class CandidateTimeout(CandidateError):
     """A call into the candidate took longer than the per-call timeout."""
 
 
+class CandidateRaised(Exception):
+    """An exception the candidate raised whose own type must not act in the judge."""
+
+
+_CONTROL_FLOW = (KeyboardInterrupt, SystemExit, GeneratorExit, StopIteration, StopAsyncIteration)
+
+
+def _safe_base(kind: type) -> bool:
+    """An exception type that is safe to raise inside the judge's test code."""
+    return issubclass(kind, Exception) and not issubclass(kind, _CONTROL_FLOW)
+
+
 def raised_by_candidate(exc: BaseException) -> bool:
     """True for exceptions the candidate's code raised (re-created on this side)."""
     return bool(getattr(exc, "__raised_by_candidate__", False))
@@ -97,11 +109,17 @@ class Connection:
         return wire.encode(value, self._encode_handle)
 
     def exception(self, spec: dict[str, Any]) -> BaseException:
-        """A local exception standing for the one the candidate raised."""
+        """A local exception standing for the one the candidate raised.
+
+        Never one that steers the judge's own control flow: KeyboardInterrupt,
+        SystemExit or GeneratorExit would stop the tests, StopIteration would end
+        the loop a test is in (``all(map(candidate, xs))``); those come back as
+        :class:`CandidateRaised` (an ordinary exception) instead.
+        """
         kind: type[BaseException] | None = None
         if spec.get("builtin"):
             candidate = getattr(builtins, str(spec.get("type")), None)
-            if isinstance(candidate, type) and issubclass(candidate, BaseException):
+            if isinstance(candidate, type) and _safe_base(candidate):
                 kind = candidate
         if kind is None:
             kind = self.exception_class(str(spec.get("type")), spec.get("bases") or [])
@@ -115,10 +133,12 @@ class Connection:
     def exception_class(self, name: str, bases: list[str]) -> type[BaseException]:
         """One local class per remote exception class, so ``pytest.raises`` can match it."""
         if name not in self._stand_ins:
-            base: type[BaseException] = Exception
+            base: type[BaseException] = CandidateRaised
             for base_name in bases:
                 found = getattr(builtins, base_name, None)
                 if isinstance(found, type) and issubclass(found, BaseException):
+                    if not _safe_base(found):
+                        break  # e.g. class K(KeyboardInterrupt, Exception): not that
                     base = found
                     break
             self._stand_ins[name] = type(name, (base,), {"__module__": "candidate"})

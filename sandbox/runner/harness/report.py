@@ -33,14 +33,22 @@ def classify(exc: BaseException) -> str:
     return "wrong_answer" if isinstance(exc, TypeError | ValueError) else "runtime_error"
 
 
-class Recorder:
-    """Collects one entry per test, in order."""
+class StopTests(BaseException):
+    """Raised at the next test once one failed and the run stops early."""
 
-    def __init__(self) -> None:
+
+class Recorder:
+    """Collects one entry per test, in order; with ``early_stop`` the first failure ends it."""
+
+    def __init__(self, early_stop: bool = False) -> None:
         self.tests: list[dict[str, Any]] = []
+        self.early_stop = early_stop
+        self.failed = False
         self._started: dict[str, float] = {}
 
     def begin(self, name: str) -> None:
+        if self.early_stop and self.failed:
+            raise StopTests
         self._started[name] = time.perf_counter()
 
     def end(self, name: str, exc: BaseException | None, **extra: Any) -> None:
@@ -51,17 +59,20 @@ class Recorder:
         else:
             entry["verdict"] = classify(exc)
             entry["message"] = f"{type(exc).__name__}: {exc}"[:MESSAGE_CHARS]
+            self.failed = True
         self.tests.append(entry)
 
 
 class Judge:
     """What every judge program does first and last: connect, then report."""
 
-    def __init__(self, call_timeout_s: float, load_timeout_s: float) -> None:
+    def __init__(self, spec: dict[str, Any]) -> None:
         self._report_fd = os.dup(1)
         os.dup2(2, 1)  # test output goes to stderr; stdout carries only the report
         sys.stdout = sys.stderr
-        self.recorder = Recorder()
+        self.recorder = Recorder(bool(spec.get("early_stop")))
+        call_timeout_s = float(spec["call_timeout_s"])
+        load_timeout_s = float(spec["load_timeout_s"])
         self.connection = Connection(socket.socket(fileno=3), call_timeout_s, load_timeout_s)
 
     def finish(self, **extra: Any) -> None:
