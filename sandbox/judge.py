@@ -5,6 +5,8 @@ Four kinds of tests, all run inside one leased sandbox per submission:
 - ``io``: stdin to expected stdout. The program runs once per case; the
   expected output never enters the container and is compared here, by the
   trusted side (exact, trailing-whitespace, token-wise or float-tolerant).
+  A ``driver`` appended to the candidate's code (a ``main`` calling its
+  function and printing the result) makes function-style tests in any language.
 - ``function`` (Python): an entry point, argument lists and expected values.
   The candidate runs in its own process as the sandbox uid; a harness running
   as the judge uid calls it across a socket and reports the *plain values* it
@@ -12,14 +14,14 @@ Four kinds of tests, all run inside one leased sandbox per submission:
   cross the boundary as values.
 - ``assert`` (Python: HumanEval's ``check(candidate)``, MBPP asserts): the test
   script runs in the judge process against stand-ins of the candidate, each
-  assert-bearing statement a test. Other languages: the test code is appended
-  to the candidate's and must print the ``JUDGE_COMPLETE`` marker last; the
-  marker is replaced with a fresh random nonce per run.
+  assert-bearing statement a test. Other languages are refused: appended to
+  the candidate's source, the tests (and any proof of completion) would be
+  readable from inside the candidate's own process.
 - ``files`` (Python): hidden pytest files run in the judge process, with the
   candidate's module imported through the same boundary.
 
 A pass needs positive evidence written after the last test: the judge's
-report with ``"complete": true`` (or the nonce), never the candidate's exit
+report with ``"complete": true`` (or matching outputs), never the candidate's exit
 status or what it printed. An infrastructure failure gives reward ``None`` and
 ``error_class: "infra"``, never 0.
 """
