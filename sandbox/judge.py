@@ -529,14 +529,13 @@ class Judge:
         self,
         request: JudgeRequest,
         names: list[str],
-        tests: IOTests | AssertTests,
+        tests: IOTests,
         failure: ExecResult,
         started: float,
     ) -> JudgeResult:
-        weights = [c.weight for c in tests.cases] if isinstance(tests, IOTests) else [1.0]
         results = [
-            TestResult(name=name, verdict=TestVerdict.COMPILE_ERROR, weight=weight)
-            for name, weight in zip(names, weights, strict=False)
+            TestResult(name=name, verdict=TestVerdict.COMPILE_ERROR, weight=case.weight)
+            for name, case in zip(names, tests.cases, strict=True)
         ]
         output = _head_and_tail(failure.stderr + failure.stdout)
         if failure.status is ExecStatus.TIMEOUT:

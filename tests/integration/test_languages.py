@@ -1,15 +1,21 @@
 """Eight languages judged end to end through the real service.
 
-Each ``tasks/languages/<language>.jsonl`` line is a problem: its hidden tests
-(exactly a ``JudgeRequest.tests`` object), one correct ``solution`` and
+Each ``tests/data/languages/<language>.jsonl`` line is a problem: its hidden
+tests (exactly a ``JudgeRequest.tests`` object), one correct ``solution`` and
 ``wrong`` solutions, each with the error class it must earn in
-``wrong_expected`` (same order). All submissions of a language go to
-``POST /v1/evaluate`` as one batch (with ``early_stop``, so a wrong solution
-stops at its first failing test); every correct one must get reward 1.0, every
-wrong one reward 0.0 and its expected error class, never ``infra``.
+``wrong_expected`` (same order). Function-style problems (gcd, is_palindrome)
+are ``function`` and ``assert`` tests in Python; in every other language they
+are ``io`` tests with a ``driver``, appended to the candidate's code, that
+reads the arguments from stdin, calls the candidate's function and prints what
+it returned (the expected output stays on the trusted side). All submissions
+of a language go to ``POST /v1/evaluate`` as one batch (with ``early_stop``, so
+a wrong solution stops at its first failing test); every correct one must get
+reward 1.0, every wrong one reward 0.0 and its expected error class, never
+``infra``.
 
 Also SandboxFusion's ``POST /run_code`` in every language (a greeting read from
-stdin, and compile errors) and the refusal of an unknown language.
+stdin, and compile errors), the refusal of an unknown language, and the refusal
+of same-process ``assert`` tests outside Python.
 """
 
 from __future__ import annotations
@@ -96,6 +102,16 @@ def find(language: str, problem_id: str) -> dict[str, Any]:
     return next(p for p in TASKS[language] if p["id"] == problem_id)
 
 
+def has_driver(problem: dict[str, Any]) -> bool:
+    return problem["tests"]["kind"] == "io" and problem["tests"].get("driver") is not None
+
+
+def source(code: str, tests: dict[str, Any]) -> str:
+    """The program the judge builds: the candidate's code, then the driver if there is one."""
+    driver = tests.get("driver") if tests["kind"] == "io" else None
+    return code if driver is None else f"{code}\n{driver}\n"
+
+
 def batch_items(language: str) -> list[dict[str, Any]]:
     items = []
     for problem in TASKS[language]:
@@ -159,13 +175,19 @@ def batches(http: httpx.Client) -> Iterator[Batches]:
 def test_task_file_is_well_formed(language: str) -> None:
     problems = TASKS[language]
     assert len({p["id"] for p in problems}) == len(problems), "problem ids must be unique"
-    io_problems = [p for p in problems if p["tests"]["kind"] == "io"]
-    function_style = [p for p in problems if p["tests"]["kind"] in ("function", "assert")]
+    io_problems = [p for p in problems if p["tests"]["kind"] == "io" and not has_driver(p)]
+    function_style = [p for p in problems if p not in io_problems]
     assert len(io_problems) >= 3
     assert len(function_style) >= 2
+    kinds = {p["tests"]["kind"] for p in function_style}
     if language == "python":
-        kinds = {p["tests"]["kind"] for p in function_style}
         assert kinds == {"function", "assert"}, kinds
+    else:
+        # Outside Python only a driver can call the candidate's function (asserts are refused).
+        assert all(has_driver(p) for p in function_style), kinds
+    driven_classes = {c for p in function_style if has_driver(p) for c in p["wrong_expected"]}
+    if language in COMPILED:
+        assert {"runtime_error", "timeout", "compile_error"} <= driven_classes, driven_classes
     expected_classes: list[str] = []
     for problem in problems:
         keys = set(problem) - {"test_timeout_s"}
@@ -264,9 +286,8 @@ def test_compile_output_keeps_the_first_error(
     """The judge's compile_output names the compiler's first error (/run_code shows it all)."""
     problem = find(language, problem_id)
     code, _ = submission(problem, label)
-    tests = problem["tests"]
-    source = code if tests["kind"] == "io" else f"{code}\n{tests['script']}\n"
-    response = http.post("/run_code", json={"code": source, "language": FUSION_NAMES[language]})
+    program = source(code, problem["tests"])
+    response = http.post("/run_code", json={"code": program, "language": FUSION_NAMES[language]})
     assert response.status_code == 200, response.text
     compiled = response.json()["compile_result"]
     full = compiled["stderr"] + compiled["stdout"]
@@ -279,17 +300,43 @@ def test_compile_output_keeps_the_first_error(
     )
 
 
-def test_appended_asserts_honour_test_timeout_s(http: httpx.Client) -> None:
-    """A non-Python assert test stuck in a loop is stopped at test_timeout_s, like io cases."""
-    tests = find("c", "gcd")["tests"]
-    looping = "long long gcd(long long a, long long b) {\n    for (;;) {}\n}\n"
-    request = {"language": "c", "code": looping, "tests": tests, "test_timeout_s": 2}
-    response = http.post("/v1/judge", json=request, timeout=60)
-    assert response.status_code == 200, response.text
-    result = response.json()
-    assert result["error_class"] == "timeout", result
-    assert result["reward"] == 0.0
-    assert result["tests"][0]["time_s"] < 3.5, result
+# Same-process asserts (test code built into the candidate's program): refused outside Python.
+ASSERT_SCRIPTS = {
+    "bash": '[ "$(gcd 12 18)" = 6 ] || exit 1\n',
+    "c": "#include <assert.h>\nint main(void) { assert(gcd(12, 18) == 6); return 0; }\n",
+    "cpp": "#include <cassert>\nint main() { assert(gcd(12, 18) == 6); }\n",
+    "javascript": 'require("assert").strictEqual(gcd(12, 18), 6);\n',
+    "go": 'func main() {\n\tif gcd(12, 18) != 6 {\n\t\tpanic("gcd")\n\t}\n}\n',
+    "java": (
+        "public class Main {\n"
+        "    public static void main(String[] args) {\n"
+        "        if (Solution.gcd(12, 18) != 6) System.exit(1);\n"
+        "    }\n"
+        "}\n"
+    ),
+    "rust": "fn main() {\n    assert_eq!(gcd(12, 18), 6);\n}\n",
+}
+
+
+@pytest.mark.parametrize("endpoint", ["/v1/judge", "/v1/evaluate"])
+@pytest.mark.parametrize("language", sorted(ASSERT_SCRIPTS))
+def test_assert_tests_outside_python_are_refused(
+    http: httpx.Client, language: str, endpoint: str
+) -> None:
+    """The candidate could read appended asserts from its own source: only io with a driver."""
+    assert set(ASSERT_SCRIPTS) == set(ORDER) - {"python"}
+    item = {
+        "language": language,
+        "code": find(language, "gcd")["solution"],
+        "tests": {"kind": "assert", "script": ASSERT_SCRIPTS[language]},
+    }
+    body = item if endpoint == "/v1/judge" else {"items": [item]}
+    response = http.post(endpoint, json=body)
+    assert response.status_code == 422, response.text
+    error = response.json()
+    assert error["code"] == "invalid_request", error
+    assert "driver" in error["message"], error["message"]
+    assert language in error["message"], error["message"]
 
 
 # ------------------------------------------------------------------------ SandboxFusion /run_code
