@@ -273,7 +273,7 @@ def test_submission(batches: Batches, language: str, problem_id: str, label: str
         limit = problem["test_timeout_s"]
         # The per-test limit was honoured, not the policy's 10 s wall.
         assert all(test["time_s"] is None or test["time_s"] < limit + 1.5 for test in timed_out)
-        assert result["duration_s"] < limit + 6, summary
+        assert result["duration_s"] < limit + 12, summary
 
 
 @pytest.mark.parametrize(
