@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 
 from sandbox.evaluate import EvaluateRequest
 from sandbox.judge import JudgeRequest, JudgeResult
 
 from ..deps import PlatformDep, TenantDep
+from ..responses import json_response
 
 router = APIRouter(prefix="/v1", tags=["judge"])
 
 
 @router.post("/judge", response_model=JudgeResult)
-async def judge(request: JudgeRequest, platform: PlatformDep, tenant: TenantDep) -> JudgeResult:
+async def judge(request: JudgeRequest, platform: PlatformDep, tenant: TenantDep) -> Response:
     """Run a submission against its hidden tests: per-test verdicts, passed/total, reward.
 
     An infrastructure failure gives ``reward: null`` and ``error_class: "infra"``.
     """
-    return await platform.judge.judge(request, tenant=tenant)
+    return json_response(await platform.judge.judge(request, tenant=tenant))
 
 
 @router.post(

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from sandbox.execution import RunRequest
 from sandbox.results import RunResult
 
 from ..deps import PlatformDep, TenantDep
+from ..responses import json_response
 
 router = APIRouter(prefix="/v1", tags=["run"])
 
 
 @router.post("/run", response_model=RunResult)
-async def run(request: RunRequest, platform: PlatformDep, tenant: TenantDep) -> RunResult:
+async def run(request: RunRequest, platform: PlatformDep, tenant: TenantDep) -> Response:
     """Run ``code`` in ``language`` under ``policy``; user-code failures are statuses."""
     result = await platform.execution.run(request, tenant=tenant)
-    return RunResult.from_exec(result)
+    return json_response(RunResult.from_exec(result))
