@@ -12,7 +12,7 @@ from sandbox.platform import Platform, PlatformSettings
 
 from . import errors
 from .middleware import BodyPolicy
-from .routers import compat, health, judge, pool, run
+from .routers import audit, compat, health, judge, pool, run
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,12 @@ def create_app(settings: PlatformSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         platform = Platform(settings)
         app.state.platform = platform
+        if platform.keyring.open:
+            logger.warning(
+                "no API keys configured: one tenant (%r), and only loopback may reach the "
+                "service; configure keys (--keys or $SANDBOX_API_KEYS_FILE) to serve others",
+                platform.keyring.anonymous.name,
+            )
         try:
             await platform.start()
             yield
@@ -38,6 +44,6 @@ def create_app(settings: PlatformSettings | None = None) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)
-    for module in (run, judge, compat, pool, health):
+    for module in (run, judge, compat, pool, audit, health):
         app.include_router(module.router)
     return app

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox.errors import InvalidRequestError, SandboxError
+from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
 
 logger = logging.getLogger("sandbox.cli")
 
@@ -115,20 +115,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from api.app import create_app
     from sandbox.platform import PlatformSettings
     from sandbox.policy import load_policy_dir
+    from sandbox.tenants import Keyring
 
     load_policy_dir(args.policies)  # a bad policy stops us here, with its message
+    keyring = Keyring.from_environment(args.keys)
+    if keyring.open and args.host not in ("127.0.0.1", "localhost", "::1"):
+        raise InvalidRequestError(
+            f"no API keys are configured, so serving on {args.host} would let anyone who can "
+            "reach it run code; pass --keys FILE (see `sandbox keys new`) or bind to 127.0.0.1"
+        )
 
     settings = PlatformSettings(
+        keys_file=args.keys,
         policies_dir=args.policies,
         warm=args.warm if args.warm is not None else ["default"],
         max_waiters=args.max_waiting,
         start_concurrency=args.start_concurrency,
     )
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        logger.warning(
-            "serving on %s: anyone who can reach it can run code (API keys arrive later)",
-            args.host,
-        )
     uvicorn.run(
         create_app(settings),
         host=args.host,
@@ -159,6 +162,9 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
     serve.add_argument("--max-waiting", type=int, default=DEFAULT_MAX_WAITERS)
     serve.add_argument("--start-concurrency", type=int, default=DEFAULT_START_CONCURRENCY)
     serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument(
+        "--keys", type=Path, help="API keys file (else $SANDBOX_API_KEYS_FILE / $SANDBOX_API_KEYS)"
+    )
     serve.set_defaults(handler=_cmd_serve)
 
 
@@ -304,6 +310,108 @@ def _register_pool(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     status.set_defaults(handler=_cmd_pool_status)
 
 
+# --------------------------------------------------------------------------- keys
+
+
+def _cmd_keys_new(args: argparse.Namespace) -> int:
+    from sandbox.tenants import TenantConfig, hash_key, new_key
+
+    key = new_key()
+    entry = TenantConfig(
+        tenant=args.tenant,
+        key_sha256=hash_key(key),
+        policies=tuple(args.policy or ["*"]),
+        max_concurrency=args.max_concurrency,
+        rate_per_s=args.rate,
+        admin=args.admin,
+    )
+    import yaml
+
+    sys.stderr.write("the key (shown once; give it to the tenant):\n")
+    sys.stdout.write(key + "\n")
+    sys.stderr.write("add this to the keys file, under `keys:`\n")
+    line = yaml.safe_dump([entry.model_dump(mode="json")], sort_keys=False)
+    sys.stderr.write(line)
+    return EXIT_OK
+
+
+def _register_keys(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sandbox.tenants import DEFAULT_MAX_CONCURRENCY, DEFAULT_RATE_PER_S
+
+    keys = commands.add_parser("keys", help="API keys and tenants")
+    sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    new = sub.add_parser("new", help="make a key: prints it, and the hashed entry to store")
+    new.add_argument("--tenant", required=True)
+    new.add_argument("--policy", action="append", help="a policy it may use (repeatable)")
+    new.add_argument("--max-concurrency", type=int, default=DEFAULT_MAX_CONCURRENCY)
+    new.add_argument("--rate", type=float, default=DEFAULT_RATE_PER_S, help="requests/s")
+    new.add_argument("--admin", action="store_true", help="may read every tenant's audit log")
+    new.set_defaults(handler=_cmd_keys_new)
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def _open_audit(args: argparse.Namespace) -> Any:
+    from sandbox.audit import AuditLog
+    from sandbox.platform import default_state_dir
+
+    path: Path = args.db or default_state_dir() / "audit.db"
+    if not path.exists():
+        raise NotFoundError(f"no audit log at {path}; pass --db")
+    return AuditLog(path)
+
+
+def _cmd_audit_query(args: argparse.Namespace) -> int:
+    log = _open_audit(args)
+    try:
+        records = log.query(
+            tenant=args.tenant, kind=args.kind, since=args.since, until=args.until, limit=args.limit
+        )
+    finally:
+        log.close()
+    for record in records:
+        if args.json:
+            sys.stdout.write(record.model_dump_json() + "\n")
+        else:
+            sys.stdout.write(
+                f"{record.time} {record.tenant:<12} {record.kind:<6} {record.policy or '-':<8} "
+                f"{record.language or '-':<10} {record.verdict or '-':<14} "
+                f"{(record.duration_s or 0) * 1000:8.1f} ms  {(record.code_sha256 or '')[:12]}\n"
+            )
+    return EXIT_OK
+
+
+def _cmd_audit_verify(args: argparse.Namespace) -> int:
+    log = _open_audit(args)
+    try:
+        intact, count, broken = log.verify()
+    finally:
+        log.close()
+    if intact:
+        sys.stdout.write(f"ok: {count} records, hash chain intact\n")
+        return EXIT_OK
+    sys.stdout.write(f"BROKEN at record {broken} (after {count} good records)\n")
+    return EXIT_FAILED
+
+
+def _register_audit(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    audit = commands.add_parser("audit", help="the append-only audit log")
+    sub = audit.add_subparsers(dest="audit_command", metavar="ACTION", required=True)
+    query = sub.add_parser("query", help="records, newest first")
+    verify = sub.add_parser("verify", help="check the hash chain (exit 1 if broken)")
+    for parser in (query, verify):
+        parser.add_argument("--db", type=Path, help="the audit database (default: state dir)")
+    query.add_argument("--tenant")
+    query.add_argument("--kind", choices=["run", "judge", "session"])
+    query.add_argument("--since", help="ISO 8601 time, inclusive")
+    query.add_argument("--until", help="ISO 8601 time, exclusive")
+    query.add_argument("--limit", type=int, default=50)
+    query.add_argument("--json", action="store_true")
+    query.set_defaults(handler=_cmd_audit_query)
+    verify.set_defaults(handler=_cmd_audit_verify)
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -321,11 +429,13 @@ def _build_parser() -> argparse.ArgumentParser:
     _register_run(commands)
     _register_policy(commands)
     _register_pool(commands)
+    _register_keys(commands)
+    _register_audit(commands)
     return parser
 
 
 # Commands whose stdout/stderr belong to the user's program or to a report: quiet logs.
-_QUIET_COMMANDS = frozenset({"run", "policy", "pool"})
+_QUIET_COMMANDS = frozenset({"run", "policy", "pool", "keys", "audit"})
 
 
 def _configure_logging(verbose: bool, command: str) -> None:

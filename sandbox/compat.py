@@ -17,6 +17,7 @@ import asyncio
 import base64
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -171,8 +172,14 @@ async def judge_with_retries(judge: Judge, request: JudgeRequest, *, tenant: str
     return result
 
 
-async def get_reward(judge: Judge, request: RewardRequest, *, tenant: str) -> RewardResponse:
-    """Judge every (response, label) pair in one go."""
+async def get_reward(
+    judge: Judge,
+    request: RewardRequest,
+    *,
+    tenant: str,
+    allow_policy: Callable[[str], None] = lambda _: None,
+) -> RewardResponse:
+    """Judge every (response, label) pair in one go; ``allow_policy`` vets each label's policy."""
     labels = request.labels or []
     if len(labels) != len(request.query):
         raise InvalidRequestError(
@@ -189,6 +196,7 @@ async def get_reward(judge: Judge, request: RewardRequest, *, tenant: str) -> Re
         response = query[len(prompt) :] if prompt and query.startswith(prompt) else query
         items.append(judge_request_from_label(label, extract_code(response), index))
     for item in items:
+        allow_policy(item.policy)
         judge.plan(item)
     results = await asyncio.gather(*(judge_with_retries(judge, i, tenant=tenant) for i in items))
     rewards = [r.reward for r in results]

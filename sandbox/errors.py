@@ -10,7 +10,10 @@ subclasses the builtin it resembles so callers can catch either::
     ├── LimitError(ValueError)            a request asks for more than its policy allows
     ├── InvalidRequestError(ValueError)   a request is malformed (unknown language, bad path, ...)
     ├── NotFoundError(LookupError)        a named policy, image or object does not exist
+    ├── AuthenticationError(PermissionError)  no API key, or an unknown one
+    ├── ForbiddenError(PermissionError)   the key may not use this policy or object
     ├── CapacityError                     the pool is saturated; retry after ``retry_after`` s
+    │   └── QuotaError                    the tenant is over its concurrency or rate quota
     ├── SandboxTimeoutError(TimeoutError) the platform itself did not answer in time
     └── InfrastructureError(RuntimeError) the engine or a container failed
         ├── EngineError                   the Docker engine refused or is unreachable
@@ -61,6 +64,18 @@ class CapacityError(SandboxError):
         super().__init__(message)
 
 
+class AuthenticationError(SandboxError, PermissionError):
+    """No API key was presented, or an unknown one."""
+
+
+class ForbiddenError(SandboxError, PermissionError):
+    """The caller's key does not allow this policy or object."""
+
+
+class QuotaError(CapacityError):
+    """The tenant is over its concurrency quota or rate limit."""
+
+
 class SandboxTimeoutError(SandboxError, TimeoutError):
     """The platform itself (engine, runner) did not answer in time."""
 
@@ -89,6 +104,9 @@ ERROR_CODES: tuple[tuple[type[SandboxError], int, str], ...] = (
     (LimitError, 422, "limit_exceeded"),
     (InvalidRequestError, 422, "invalid_request"),
     (NotFoundError, 404, "not_found"),
+    (AuthenticationError, 401, "unauthenticated"),
+    (ForbiddenError, 403, "forbidden"),
+    (QuotaError, 429, "quota_exceeded"),
     (CapacityError, 429, "capacity_exhausted"),
     (SandboxTimeoutError, 504, "platform_timeout"),
     (EngineError, 503, "engine_unavailable"),

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import metrics
+from .audit import AuditLog, code_hash
 from .backends.base import WORKDIR, Sandbox
 from .errors import InfrastructureError, InvalidRequestError, NotFoundError, SandboxTimeoutError
 from .languages import Language, get_language
@@ -129,11 +130,16 @@ class ExecutionService:
     """Runs :class:`RunRequest` s on a pool, under named policies."""
 
     def __init__(
-        self, pool: Pool, policies: Mapping[str, Policy], resolve_image: Callable[[str], str]
+        self,
+        pool: Pool,
+        policies: Mapping[str, Policy],
+        resolve_image: Callable[[str], str],
+        audit: AuditLog | None = None,
     ) -> None:
         self.pool = pool
         self.policies = policies
         self.resolve_image = resolve_image
+        self.audit = audit
 
     def policy(self, name: str) -> Policy:
         try:
@@ -188,7 +194,23 @@ class ExecutionService:
         status = (ran or built or ExecResult(status=ExecStatus.INFRA_ERROR)).status.value
         if ran is None:
             status = ExecStatus.COMPILE_ERROR.value
-        metrics.record_execution(language.name, policy.name, status, time.perf_counter() - started)
+        duration = time.perf_counter() - started
+        metrics.record_execution(language.name, policy.name, status, duration)
+        if self.audit is not None:
+            usage = (ran or built or ExecResult(status=ExecStatus.INFRA_ERROR)).usage
+            self.audit.record(
+                tenant=tenant,
+                kind="run",
+                policy=policy.name,
+                image=image,
+                language=language.name,
+                code_sha256=code_hash(request.code),
+                verdict=status,
+                wall_s=usage.wall_s,
+                cpu_s=usage.cpu_s,
+                peak_memory_bytes=usage.peak_memory_bytes,
+                duration_s=round(duration, 6),
+            )
         return built, ran
 
     @staticmethod

@@ -39,6 +39,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import metrics
+from .audit import code_hash
 from .backends.base import WORKDIR, Sandbox
 from .errors import InfrastructureError, InvalidRequestError, SandboxTimeoutError
 from .execution import (
@@ -427,6 +428,18 @@ class Judge:
             logger.warning("judging failed for infrastructure reasons: %s", exc)
             result = unjudged(request, str(exc), started)
         metrics.record_judgement(language.name, policy.name, result.error_class)
+        if self.execution.audit is not None:
+            self.execution.audit.record(
+                tenant=tenant,
+                kind="judge",
+                policy=policy.name,
+                image=image,
+                language=language.name,
+                code_sha256=code_hash(request.code),
+                verdict=result.error_class or "passed",
+                duration_s=result.duration_s,
+                detail=f"{result.passed}/{result.total} reward={result.reward}",
+            )
         return result
 
     async def _run(

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import reaper
+from .audit import AuditLog
 from .backends.docker import DockerBackend
 from .errors import InfrastructureError, NotFoundError
 from .evaluate import Evaluator
@@ -24,10 +26,23 @@ from .judge import Judge
 from .languages import LANGUAGES
 from .policy import Policy, load_policy_dir
 from .pool import DEFAULT_LEASE_TIMEOUT_S, DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY, Pool
+from .tenants import Keyring
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLICIES_DIR = Path(__file__).resolve().parent.parent / "policies"
+STATE_DIR_ENV = "SANDBOX_STATE_DIR"
+
+
+def default_state_dir() -> Path:
+    """Where the service keeps state that must survive restarts (the audit log)."""
+    if os.environ.get(STATE_DIR_ENV):
+        return Path(os.environ[STATE_DIR_ENV])
+    if os.geteuid() == 0:
+        return Path("/var/lib/sandbox-platform")
+    return Path.home() / ".local" / "state" / "sandbox-platform"
+
+
 DEFAULT_WARM_TIMEOUT_S = 120.0
 
 
@@ -45,6 +60,10 @@ class PlatformSettings(BaseModel):
     start_concurrency: int = Field(default=DEFAULT_START_CONCURRENCY, ge=1, le=64)
     lease_timeout_s: float = Field(default=DEFAULT_LEASE_TIMEOUT_S, gt=0)
     warm_timeout_s: float = Field(default=DEFAULT_WARM_TIMEOUT_S, gt=0)
+    keys_file: Path | None = Field(
+        default=None, description="API keys (else $SANDBOX_API_KEYS_FILE / $SANDBOX_API_KEYS)."
+    )
+    audit_path: Path = Field(default_factory=lambda: default_state_dir() / "audit.db")
     image_base: str | None = Field(
         default=None,
         pattern="^(debootstrap|registry)$",
@@ -70,6 +89,7 @@ class Platform:
             raise NotFoundError(
                 f"cannot warm unknown policies {unknown}; known: {sorted(self.policies)}"
             )
+        self.keyring = Keyring.from_environment(self.settings.keys_file)
         self.images = self._resolve_images()
         self.backend = DockerBackend()
         self.pool = Pool(
@@ -78,7 +98,8 @@ class Platform:
             start_concurrency=self.settings.start_concurrency,
             lease_timeout_s=self.settings.lease_timeout_s,
         )
-        self.execution = ExecutionService(self.pool, self.policies, self.image)
+        self.audit = AuditLog(self.settings.audit_path)
+        self.execution = ExecutionService(self.pool, self.policies, self.image, self.audit)
         self.judge = Judge(self.execution)
         self.evaluator = Evaluator(self.judge)
 
@@ -118,9 +139,10 @@ class Platform:
         )
 
     async def close(self) -> None:
-        """Destroy every sandbox; idempotent."""
+        """Destroy every sandbox and write the audit log out; idempotent."""
         await self.evaluator.close()
         await self.pool.close()
+        self.audit.close()
 
     def policy_names(self) -> Sequence[str]:
         return sorted(self.policies)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import ipaddress
 import json
 import logging
 import os
@@ -148,7 +149,11 @@ MIN_MAX_USES: Final = 1
 MAX_MAX_USES: Final = 100_000
 DEFAULT_MAX_USES: Final = 100
 
-NETWORK_MODES: Final = ("none",)
+NETWORK_MODES: Final = ("none", "allowlist")
+MAX_ALLOW_RULES: Final = 256
+HOSTNAME_RE: Final = re.compile(
+    r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
 RUNTIMES: Final = ("runc", "runsc")
 
 WORKSPACE_PATH: Final = "/workspace"
@@ -615,14 +620,54 @@ class Filesystem(_Model):
         return self
 
 
-class Network(_Model):
-    """Network access. Only ``none`` exists today.
+class AllowRule(_Model):
+    """One destination sandboxed code may reach through the egress proxy.
 
-    A later ``allowlist`` mode (hosts, domains, CIDRs, ports) will add its own
-    fields here; ``mode`` stays the discriminator.
+    Exactly one of ``host`` (an exact name), ``domain`` (``example.com`` or
+    ``*.example.com``: the domain's subdomains, not the domain itself) or
+    ``cidr`` (addresses, for raw-IP access); ``ports`` limits the ports
+    (default 80 and 443).
     """
 
-    mode: Literal["none"] = "none"
+    host: str | None = None
+    domain: str | None = None
+    cidr: str | None = None
+    ports: tuple[Annotated[int, Field(ge=1, le=65535)], ...] = (80, 443)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AllowRule:
+        given = [name for name in ("host", "domain", "cidr") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "each rule names exactly one of host, domain or cidr (and optionally ports)"
+            )
+        if self.host is not None and not HOSTNAME_RE.fullmatch(self.host):
+            raise _KeyedValueError(f"{self.host!r} is not a host name", "host")
+        if self.domain is not None and not HOSTNAME_RE.fullmatch(self.domain.removeprefix("*.")):
+            raise _KeyedValueError(f"{self.domain!r} is not a domain", "domain")
+        if self.cidr is not None:
+            try:
+                ipaddress.ip_network(self.cidr, strict=False)
+            except ValueError as exc:
+                raise _KeyedValueError(f"{self.cidr!r} is not a CIDR: {exc}", "cidr") from None
+        if not self.ports:
+            raise _KeyedValueError("ports may not be empty (leave it out for 80 and 443)", "ports")
+        return self
+
+
+class Network(_Model):
+    """Network access: ``none`` (the default), or ``allowlist``.
+
+    With ``allowlist`` the container sits alone on an internal network whose only
+    way out is the service's egress proxy (``HTTP_PROXY``/``HTTPS_PROXY`` are
+    set); the proxy resolves names itself and lets through only what ``allow``
+    lists. Private, loopback, link-local (cloud metadata) and other special
+    addresses are refused unless a ``cidr`` rule names them. No DNS or UDP
+    leaves the sandbox.
+    """
+
+    mode: Literal["none", "allowlist"] = "none"
+    allow: tuple[AllowRule, ...] = Field(default=(), max_length=MAX_ALLOW_RULES)
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -631,15 +676,24 @@ class Network(_Model):
             if value.lower() == "host":
                 raise ValueError(
                     "host networking is refused: it shares the host's network stack and "
-                    "services with sandboxed code; only 'none' is available now, so set "
-                    "mode: none"
+                    "services with sandboxed code; use mode: allowlist with the destinations "
+                    "the code needs, or mode: none"
                 )
             modes = ", ".join(repr(m) for m in NETWORK_MODES)
-            raise ValueError(
-                f"network mode {value!r} is not available; only {modes} is available now, "
-                "so set mode: none"
-            )
+            raise ValueError(f"network mode {value!r} is not available; use one of {modes}")
         return value
+
+    @model_validator(mode="after")
+    def _allow_needs_allowlist(self) -> Network:
+        if self.mode == "none" and self.allow:
+            raise _KeyedValueError(
+                "allow rules need mode: allowlist (with mode: none nothing is reachable)", "allow"
+            )
+        if self.mode == "allowlist" and not self.allow:
+            raise _KeyedValueError(
+                "mode: allowlist needs at least one allow rule (or use mode: none)", "allow"
+            )
+        return self
 
 
 class User(_Model):

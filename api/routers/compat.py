@@ -8,22 +8,25 @@ from sandbox.compat import RewardRequest, RewardResponse, RunCodeRequest, RunCod
 from sandbox.compat import get_reward as judge_rewards
 from sandbox.compat import run_code as run_sandboxfusion
 
-from ..deps import PlatformDep, TenantDep
+from ..deps import PlatformDep, WorkingTenantDep
 
 router = APIRouter(tags=["compatibility"])
 
 
 @router.post("/run_code", response_model=RunCodeResponse)
 async def run_code(
-    request: RunCodeRequest, platform: PlatformDep, tenant: TenantDep
+    request: RunCodeRequest, platform: PlatformDep, tenant: WorkingTenantDep
 ) -> RunCodeResponse:
     """SandboxFusion-compatible: verl's sandbox-fusion reward code works by changing its URL."""
-    return await run_sandboxfusion(platform.execution, request, tenant=tenant)
+    tenant.allow_policy("default")
+    return await run_sandboxfusion(platform.execution, request, tenant=tenant.name)
 
 
 @router.post("/get_reward", response_model=RewardResponse)
 async def get_reward(
-    request: RewardRequest, platform: PlatformDep, tenant: TenantDep
+    request: RewardRequest, platform: PlatformDep, tenant: WorkingTenantDep
 ) -> RewardResponse:
     """OpenRLHF remote-reward-compatible; each label carries the hidden tests."""
-    return await judge_rewards(platform.judge, request, tenant=tenant)
+    return await judge_rewards(
+        platform.judge, request, tenant=tenant.name, allow_policy=tenant.allow_policy
+    )

@@ -10,19 +10,20 @@ from fastapi.responses import StreamingResponse
 from sandbox.evaluate import EvaluateRequest
 from sandbox.judge import JudgeRequest, JudgeResult
 
-from ..deps import PlatformDep, TenantDep
+from ..deps import PlatformDep, TenantDep, WorkingTenantDep
 from ..responses import json_response
 
 router = APIRouter(prefix="/v1", tags=["judge"])
 
 
 @router.post("/judge", response_model=JudgeResult)
-async def judge(request: JudgeRequest, platform: PlatformDep, tenant: TenantDep) -> Response:
+async def judge(request: JudgeRequest, platform: PlatformDep, tenant: WorkingTenantDep) -> Response:
     """Run a submission against its hidden tests: per-test verdicts, passed/total, reward.
 
     An infrastructure failure gives ``reward: null`` and ``error_class: "infra"``.
     """
-    return json_response(await platform.judge.judge(request, tenant=tenant))
+    tenant.allow_policy(request.policy)
+    return json_response(await platform.judge.judge(request, tenant=tenant.name))
 
 
 @router.post(
@@ -43,5 +44,11 @@ async def evaluate(
     """
     if idempotency_key and not request.idempotency_key:
         request = request.model_copy(update={"idempotency_key": idempotency_key})
-    lines = platform.evaluator.start(request, tenant=tenant)
+    for item in request.items:
+        tenant.allow_policy(item.policy)
+    quota = tenant.config.max_concurrency
+    if request.concurrency > quota:
+        request = request.model_copy(update={"concurrency": quota})
+    with tenant.slot():  # the rate and the request itself; the batch is capped to the quota
+        lines = platform.evaluator.start(request, tenant=tenant.name)
     return StreamingResponse(lines, media_type="application/x-ndjson")

@@ -6,12 +6,12 @@ from fastapi import APIRouter
 
 from sandbox.pool import PoolStatus
 
-from ..deps import PlatformDep
+from ..deps import PlatformDep, TenantDep
 
 router = APIRouter(prefix="/v1", tags=["pool"])
 
 
 @router.get("/pool", response_model=PoolStatus)
-async def pool_status(platform: PlatformDep) -> PoolStatus:
+async def pool_status(platform: PlatformDep, _: TenantDep) -> PoolStatus:
     """Counts per (policy, image) group: idle, busy, starting, resetting, waiting."""
     return platform.pool.status()

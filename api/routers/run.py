@@ -7,14 +7,15 @@ from fastapi import APIRouter, Response
 from sandbox.execution import RunRequest
 from sandbox.results import RunResult
 
-from ..deps import PlatformDep, TenantDep
+from ..deps import PlatformDep, WorkingTenantDep
 from ..responses import json_response
 
 router = APIRouter(prefix="/v1", tags=["run"])
 
 
 @router.post("/run", response_model=RunResult)
-async def run(request: RunRequest, platform: PlatformDep, tenant: TenantDep) -> Response:
+async def run(request: RunRequest, platform: PlatformDep, tenant: WorkingTenantDep) -> Response:
     """Run ``code`` in ``language`` under ``policy``; user-code failures are statuses."""
-    result = await platform.execution.run(request, tenant=tenant)
+    tenant.allow_policy(request.policy)
+    result = await platform.execution.run(request, tenant=tenant.name)
     return json_response(RunResult.from_exec(result))

@@ -446,7 +446,7 @@ def test_dangerous_keys_get_a_specific_message(text: str, key: str) -> None:
 
 def test_dangerous_values() -> None:
     refused("network: {mode: host}\n", "network.mode", "host networking is refused")
-    refused("network: {mode: bridge}\n", "network.mode", "only 'none' is available")
+    refused("network: {mode: bridge}\n", "network.mode", "use one of 'none', 'allowlist'")
     refused("filesystem: {read_only_root: false}\n", "filesystem.read_only_root", "writable root")
     refused("user: {uid: 0}\n", "user.uid", "root")
     refused("user: {gid: 0}\n", "user.gid", "root")

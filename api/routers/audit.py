@@ -1,0 +1,33 @@
+"""``GET /v1/audit``: the caller's audit records (an admin key may read every tenant's)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from sandbox.audit import AuditRecord
+from sandbox.errors import ForbiddenError
+
+from ..deps import PlatformDep, TenantDep
+
+router = APIRouter(prefix="/v1", tags=["audit"])
+
+
+@router.get("/audit", response_model=list[AuditRecord])
+async def audit(
+    platform: PlatformDep,
+    tenant: TenantDep,
+    kind: Annotated[str | None, Query(max_length=32)] = None,
+    since: Annotated[str | None, Query(description="ISO 8601 time, inclusive")] = None,
+    until: Annotated[str | None, Query(description="ISO 8601 time, exclusive")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    of_tenant: Annotated[str | None, Query(alias="tenant")] = None,
+) -> list[AuditRecord]:
+    """Audited actions, newest first: runs, judgements, session commands."""
+    if of_tenant is not None and of_tenant != tenant.name and not tenant.config.admin:
+        raise ForbiddenError("only an admin key may read another tenant's audit records")
+    scope = of_tenant if tenant.config.admin else tenant.name
+    await asyncio.to_thread(platform.audit.flush)
+    return platform.audit.query(tenant=scope, kind=kind, since=since, until=until, limit=limit)

@@ -1,0 +1,199 @@
+"""The audit log: every execution, judgement and session command, append-only, across restarts.
+
+Records live in SQLite (WAL). The table refuses UPDATE and DELETE (triggers),
+and each record carries the SHA-256 of the previous one's hash and its own
+content, so :meth:`AuditLog.verify` notices a record edited or removed by
+someone who went around the triggers. Writes are queued and committed in
+batches by one thread, off the request path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+logger = logging.getLogger(__name__)
+
+FLUSH_INTERVAL_S = 0.2
+MAX_QUERY_LIMIT = 10_000
+GENESIS = "0" * 64
+_FIELDS = (
+    "time", "tenant", "kind", "policy", "image", "language", "code_sha256", "verdict",
+    "wall_s", "cpu_s", "peak_memory_bytes", "duration_s", "detail",
+)  # fmt: skip
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    {", ".join(f"{name} {'REAL' if name.endswith('_s') else 'TEXT'}" for name in _FIELDS)},
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_tenant_time ON audit (tenant, time);
+CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+"""
+
+
+class AuditRecord(BaseModel):
+    """One audited action."""
+
+    id: int | None = None
+    time: str
+    tenant: str
+    kind: str
+    policy: str | None = None
+    image: str | None = None
+    language: str | None = None
+    code_sha256: str | None = None
+    verdict: str | None = None
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    peak_memory_bytes: float | None = None
+    duration_s: float | None = None
+    detail: str | None = None
+    prev_hash: str | None = None
+    hash: str | None = None
+
+
+def code_hash(code: str | bytes) -> str:
+    return hashlib.sha256(code.encode() if isinstance(code, str) else code).hexdigest()
+
+
+def _chain(prev_hash: str, fields: dict[str, Any]) -> str:
+    body = json.dumps([fields.get(name) for name in _FIELDS], separators=(",", ":"))
+    return hashlib.sha256((prev_hash + body).encode()).hexdigest()
+
+
+class AuditLog:
+    """Append-only audit records in a SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        row = self._db.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+        self._last_hash = row[0] if row else GENESIS
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._writer = threading.Thread(target=self._write_loop, name="audit-writer", daemon=True)
+        self._writer.start()
+
+    def record(self, *, tenant: str, kind: str, **fields: Any) -> None:
+        """Queue one record (written within :data:`FLUSH_INTERVAL_S`)."""
+        unknown = set(fields) - set(_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown audit fields {sorted(unknown)}")
+        stamp = datetime.now(UTC).isoformat(timespec="microseconds")
+        self._queue.put({"time": stamp, "tenant": tenant, "kind": kind, **fields})
+
+    def flush(self) -> None:
+        """Block until every queued record is written."""
+        self._queue.join()
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            batch = [item]
+            deadline = time.monotonic() + FLUSH_INTERVAL_S
+            while item is not None and time.monotonic() < deadline:
+                try:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                batch.append(item)
+            records = [record for record in batch if record is not None]
+            try:
+                self._insert(records)
+            except sqlite3.Error:
+                logger.exception("could not write %d audit records", len(records))
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+            if None in batch:
+                return
+
+    def _insert(self, records: list[dict[str, Any]]) -> None:
+        if not records:
+            return
+        with self._lock:
+            rows = []
+            for record in records:
+                digest = _chain(self._last_hash, record)
+                rows.append([record.get(name) for name in _FIELDS] + [self._last_hash, digest])
+                self._last_hash = digest
+            placeholders = ", ".join("?" * (len(_FIELDS) + 2))
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                f"INSERT INTO audit ({', '.join(_FIELDS)}, prev_hash, hash) "
+                f"VALUES ({placeholders})",
+                rows,
+            )
+            self._db.execute("COMMIT")
+
+    def query(
+        self,
+        *,
+        tenant: str | None = None,
+        kind: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """Records, newest first, filtered by tenant, kind and ISO time range."""
+        clauses, params = [], []
+        for column, value, op in (
+            ("tenant", tenant, "="),
+            ("kind", kind, "="),
+            ("time", since, ">="),
+            ("time", until, "<"),
+        ):
+            if value is not None:
+                clauses.append(f"{column} {op} ?")
+                params.append(value)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        limit = max(1, min(limit, MAX_QUERY_LIMIT))
+        with self._lock:
+            cursor = self._db.execute(
+                f"SELECT id, {', '.join(_FIELDS)}, prev_hash, hash FROM audit {where} "
+                f"ORDER BY id DESC LIMIT {limit}",
+                params,
+            )
+            names = [column[0] for column in cursor.description]
+            return [AuditRecord(**dict(zip(names, row, strict=True))) for row in cursor]
+
+    def verify(self) -> tuple[bool, int, int | None]:
+        """Walk the hash chain: (intact, records checked, id of the first broken record)."""
+        previous = GENESIS
+        count = 0
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT id, {', '.join(_FIELDS)}, prev_hash, hash FROM audit ORDER BY id"
+            ).fetchall()
+        for row in rows:
+            record = dict(zip(("id", *_FIELDS, "prev_hash", "hash"), row, strict=True))
+            if record["prev_hash"] != previous or _chain(previous, record) != record["hash"]:
+                return False, count, record["id"]
+            previous = record["hash"]
+            count += 1
+        return True, count, None
+
+    def close(self) -> None:
+        """Write what is queued and close the file; idempotent."""
+        if self._writer.is_alive():
+            self._queue.put(None)
+            self._writer.join()
+        self._db.close()

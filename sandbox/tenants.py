@@ -1,0 +1,198 @@
+"""API keys and tenants: who is calling, which policies they may use, how much at once.
+
+Keys are never stored: a keys file holds their SHA-256 (``sandbox keys new``
+prints a fresh key and the line to add). Each key names a tenant, the
+policies it may use (``"*"`` for all), a concurrency quota and a rate limit
+(a token bucket). Without any key configured the service serves one tenant,
+``anonymous``, on loopback only.
+
+Keys file (YAML)::
+
+    keys:
+      - tenant: team-a
+        key_sha256: 5f4dcc3b...   # sha256 of the key
+        policies: [default, strict]
+        max_concurrency: 16
+        rate_per_s: 50
+        admin: false              # admins may read every tenant's audit records
+
+or the environment: ``SANDBOX_API_KEYS_FILE=/path/keys.yaml``, or
+``SANDBOX_API_KEYS="team-a=KEY,team-b=KEY"`` (hashed on load; every policy,
+default quotas).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import (
+    AuthenticationError,
+    ForbiddenError,
+    PolicyError,
+    QuotaError,
+)
+
+KEYS_FILE_ENV = "SANDBOX_API_KEYS_FILE"
+KEYS_ENV = "SANDBOX_API_KEYS"
+ANONYMOUS = "anonymous"
+DEFAULT_MAX_CONCURRENCY = 64
+DEFAULT_RATE_PER_S = 200.0
+MAX_KEYS_FILE_BYTES = 1 << 20
+KEY_BYTES = 32
+
+TenantName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
+def hash_key(key: str) -> str:
+    """The stored form of a key."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def new_key() -> str:
+    """A fresh, unguessable API key."""
+    return "sbx_" + secrets.token_urlsafe(KEY_BYTES)
+
+
+class TenantConfig(BaseModel):
+    """One key's tenant and limits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenant: TenantName
+    key_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    policies: tuple[str, ...] = ("*",)
+    max_concurrency: int = Field(default=DEFAULT_MAX_CONCURRENCY, ge=1, le=100_000)
+    rate_per_s: float = Field(default=DEFAULT_RATE_PER_S, gt=0, le=1_000_000)
+    admin: bool = False
+
+
+class KeysFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keys: list[TenantConfig] = Field(min_length=1)
+
+
+class Tenant:
+    """A tenant's live state: requests in flight and its token bucket."""
+
+    def __init__(self, config: TenantConfig) -> None:
+        self.config = config
+        self.name = config.tenant
+        self._in_flight = 0
+        self._tokens = float(config.rate_per_s)
+        self._stamp = time.monotonic()
+        self._lock = threading.Lock()
+
+    def allow_policy(self, policy: str) -> None:
+        """Refuse (403) a policy this tenant's key does not list."""
+        allowed = self.config.policies
+        if "*" not in allowed and policy not in allowed:
+            raise ForbiddenError(
+                f"tenant {self.name!r} may not use policy {policy!r} (allowed: "
+                f"{', '.join(allowed)}); ask an operator to add it to the key"
+            )
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one of the tenant's concurrent slots; 429 when its quota or rate is spent."""
+        with self._lock:
+            now = time.monotonic()
+            rate = self.config.rate_per_s
+            self._tokens = min(rate, self._tokens + (now - self._stamp) * rate)
+            self._stamp = now
+            if self._tokens < 1:
+                raise QuotaError(
+                    f"tenant {self.name!r} is over its rate of {rate:g} requests/s",
+                    retry_after=(1 - self._tokens) / rate,
+                )
+            if self._in_flight >= self.config.max_concurrency:
+                raise QuotaError(
+                    f"tenant {self.name!r} already has {self._in_flight} requests running "
+                    f"(its quota is {self.config.max_concurrency})",
+                    retry_after=1.0,
+                )
+            self._tokens -= 1
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+
+class Keyring:
+    """The configured keys; ``open`` when there are none (one anonymous tenant, loopback)."""
+
+    def __init__(self, configs: Sequence[TenantConfig]) -> None:
+        self._by_hash = {c.key_sha256: Tenant(c) for c in configs}
+        if len(self._by_hash) != len(configs):
+            raise PolicyError("the same key is listed twice", source="keys")
+        self.anonymous = Tenant(TenantConfig(tenant=ANONYMOUS, key_sha256="0" * 64, admin=True))
+
+    @property
+    def open(self) -> bool:
+        return not self._by_hash
+
+    def authenticate(self, presented: str | None) -> Tenant:
+        """The tenant a presented key belongs to (401 when missing or unknown)."""
+        if self.open:
+            return self.anonymous
+        if not presented:
+            raise AuthenticationError(
+                "an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key'"
+            )
+        tenant = self._by_hash.get(hash_key(presented))
+        if tenant is None:
+            raise AuthenticationError("unknown API key")
+        return tenant
+
+    @classmethod
+    def from_file(cls, path: Path) -> Keyring:
+        source = str(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise PolicyError(f"cannot read the keys file: {exc.strerror}", source=source) from None
+        if len(text) > MAX_KEYS_FILE_BYTES:
+            raise PolicyError(f"larger than {MAX_KEYS_FILE_BYTES} bytes", source=source)
+        try:
+            data = yaml.safe_load(text)
+            return cls(KeysFile.model_validate(data).keys)
+        except yaml.YAMLError as exc:
+            raise PolicyError(f"not valid YAML: {exc}", source=source) from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(part) for part in first["loc"])
+            raise PolicyError(first["msg"], source=source, key=key) from None
+
+    @classmethod
+    def from_environment(cls, keys_file: Path | None = None) -> Keyring:
+        """``keys_file``, else ``$SANDBOX_API_KEYS_FILE``, else ``$SANDBOX_API_KEYS``, else open."""
+        path = keys_file or (
+            Path(os.environ[KEYS_FILE_ENV]) if os.environ.get(KEYS_FILE_ENV) else None
+        )
+        if path is not None:
+            return cls.from_file(path)
+        inline = os.environ.get(KEYS_ENV, "").strip()
+        if not inline:
+            return cls([])
+        configs = []
+        for entry in inline.split(","):
+            name, sep, key = entry.strip().partition("=")
+            if not sep or not key:
+                raise PolicyError(
+                    f"entries must be TENANT=KEY, got {entry[:20]!r}", source=KEYS_ENV
+                )
+            configs.append(TenantConfig(tenant=name, key_sha256=hash_key(key)))
+        return cls(configs)
