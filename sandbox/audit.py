@@ -31,10 +31,11 @@ _FIELDS = (
     "time", "tenant", "kind", "policy", "image", "language", "code_sha256", "verdict",
     "wall_s", "cpu_s", "peak_memory_bytes", "duration_s", "detail",
 )  # fmt: skip
+_NUMERIC = frozenset({"wall_s", "cpu_s", "peak_memory_bytes", "duration_s"})
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    {", ".join(f"{name} {'REAL' if name.endswith('_s') else 'TEXT'}" for name in _FIELDS)},
+    {", ".join(f"{name} {'REAL' if name in _NUMERIC else 'TEXT'}" for name in _FIELDS)},
     prev_hash TEXT NOT NULL,
     hash TEXT NOT NULL
 );
@@ -71,8 +72,16 @@ def code_hash(code: str | bytes) -> str:
     return hashlib.sha256(code.encode() if isinstance(code, str) else code).hexdigest()
 
 
+def _canonical(name: str, value: Any) -> Any:
+    """A field as stored, the same whether it comes from a caller or from the database."""
+    if value is None:
+        return None
+    return float(value) if name in _NUMERIC else str(value)
+
+
 def _chain(prev_hash: str, fields: dict[str, Any]) -> str:
-    body = json.dumps([fields.get(name) for name in _FIELDS], separators=(",", ":"))
+    values = [_canonical(name, fields.get(name)) for name in _FIELDS]
+    body = json.dumps(values, separators=(",", ":"))
     return hashlib.sha256((prev_hash + body).encode()).hexdigest()
 
 
@@ -85,9 +94,8 @@ class AuditLog:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        self._db.execute("PRAGMA busy_timeout=10000")
         self._lock = threading.Lock()
-        row = self._db.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
-        self._last_hash = row[0] if row else GENESIS
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._writer = threading.Thread(target=self._write_loop, name="audit-writer", daemon=True)
         self._writer.start()
@@ -130,18 +138,27 @@ class AuditLog:
         if not records:
             return
         with self._lock:
-            rows = []
-            for record in records:
-                digest = _chain(self._last_hash, record)
-                rows.append([record.get(name) for name in _FIELDS] + [self._last_hash, digest])
-                self._last_hash = digest
-            placeholders = ", ".join("?" * (len(_FIELDS) + 2))
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                f"INSERT INTO audit ({', '.join(_FIELDS)}, prev_hash, hash) "
-                f"VALUES ({placeholders})",
-                rows,
-            )
+            # IMMEDIATE takes the write lock first: the chain's last link is read and
+            # extended atomically, even when several services share the file.
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+                last = row[0] if row else GENESIS
+                rows = []
+                for record in records:
+                    digest = _chain(last, record)
+                    values = [_canonical(name, record.get(name)) for name in _FIELDS]
+                    rows.append([*values, last, digest])
+                    last = digest
+                placeholders = ", ".join("?" * (len(_FIELDS) + 2))
+                self._db.executemany(
+                    f"INSERT INTO audit ({', '.join(_FIELDS)}, prev_hash, hash) "
+                    f"VALUES ({placeholders})",
+                    rows,
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
             self._db.execute("COMMIT")
 
     def query(

@@ -6,12 +6,13 @@ its own without touching one already running.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -35,6 +36,7 @@ class ServiceProcess:
         *args: str,
         policies: Path | None = None,
         log_dir: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -44,7 +46,10 @@ class ServiceProcess:
         directory = log_dir or Path(tempfile.gettempdir())
         self.log_path = directory / f"sandbox-serve-{self.port}.log"
         self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
+        environment = {**os.environ, **(env or {})}
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, env=environment
+        )
 
     def wait_ready(self, timeout: float = DEFAULT_READY_TIMEOUT_S) -> None:
         """Return once ``/healthz`` answers; raise with the log if it exits or never does."""
