@@ -12,7 +12,7 @@ from sandbox.platform import Platform, PlatformSettings
 
 from . import errors
 from .middleware import BodyPolicy
-from .routers import audit, compat, health, judge, pool, run
+from .routers import audit, compat, health, judge, pool, run, sessions
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,6 @@ def create_app(settings: PlatformSettings | None = None) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)
-    for module in (run, judge, compat, pool, audit, health):
+    for module in (run, judge, sessions, compat, pool, audit, health):
         app.include_router(module.router)
     return app

@@ -26,6 +26,7 @@ from .judge import Judge
 from .languages import LANGUAGES
 from .policy import Policy, load_policy_dir
 from .pool import DEFAULT_LEASE_TIMEOUT_S, DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY, Pool
+from .sessions import SessionManager
 from .tenants import Keyring
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class Platform:
         self.execution = ExecutionService(self.pool, self.policies, self.image, self.audit)
         self.judge = Judge(self.execution)
         self.evaluator = Evaluator(self.judge)
+        self.sessions = SessionManager(self.execution)
 
     def _resolve_images(self) -> dict[str, str]:
         names = sorted({language.image for language in LANGUAGES.values()})
@@ -123,6 +125,7 @@ class Platform:
         """
         await self.pool.start()
         self._reaper = reaper.spawn(self.backend.owner)
+        self.sessions.start()
         for name in self.settings.warm:
             policy = self.policies[name]
             for image in [self.image("python")]:
@@ -141,6 +144,7 @@ class Platform:
     async def close(self) -> None:
         """Destroy every sandbox and write the audit log out; idempotent."""
         await self.evaluator.close()
+        await self.sessions.close_all()
         await self.pool.close()
         self.audit.close()
 

@@ -148,6 +148,9 @@ DEFAULT_POOL_MAX: Final = 8
 MIN_MAX_USES: Final = 1
 MAX_MAX_USES: Final = 100_000
 DEFAULT_MAX_USES: Final = 100
+MIN_SESSION_TTL_S: Final = 5.0
+MAX_SESSION_TTL_S: Final = 86400.0
+DEFAULT_SESSION_TTL_S: Final = 600.0
 
 NETWORK_MODES: Final = ("none", "allowlist")
 MAX_ALLOW_RULES: Final = 256
@@ -814,6 +817,9 @@ class PoolSettings(_Model):
     warm: Annotated[int, Field(ge=MIN_POOL_WARM, le=MAX_POOL_WARM)] = DEFAULT_POOL_WARM
     max: Annotated[int, Field(ge=MIN_POOL_MAX, le=MAX_POOL_MAX)] = DEFAULT_POOL_MAX
     max_uses: Annotated[int, Field(ge=MIN_MAX_USES, le=MAX_MAX_USES)] = DEFAULT_MAX_USES
+    session_idle_ttl_s: Annotated[
+        float, Field(ge=MIN_SESSION_TTL_S, le=MAX_SESSION_TTL_S, allow_inf_nan=False)
+    ] = DEFAULT_SESSION_TTL_S
 
     @model_validator(mode="after")
     def _warm_le_max(self) -> PoolSettings:

@@ -59,9 +59,11 @@ class _Slot:
 class Lease:
     """A sandbox held by one caller; call :meth:`retire` if it must not be reused."""
 
-    def __init__(self, slot: _Slot) -> None:
+    def __init__(self, slot: _Slot, group: _Group) -> None:
         self._slot = slot
+        self.group = group
         self.retire_reason: str | None = None
+        self.returned = False
 
     @property
     def sandbox(self) -> Sandbox:
@@ -201,11 +203,7 @@ class Pool:
     @contextlib.asynccontextmanager
     async def lease(self, image: str, policy: Policy, tenant: str) -> AsyncIterator[Lease]:
         """Hold a clean sandbox of ``policy`` bound to ``tenant`` for the ``async with`` body."""
-        if self._closed:
-            raise InfrastructureError("the pool is shutting down")
-        group = self._group(image, policy)
-        slot = await self._acquire(group, tenant)
-        lease = Lease(slot)
+        lease = await self.checkout(image, policy, tenant)
         try:
             yield lease
         except _REQUEST_ERRORS:
@@ -214,7 +212,22 @@ class Pool:
             lease.retire(f"the lease ended with {type(exc).__name__}: {exc}")
             raise
         finally:
-            self._release(group, slot, lease.retire_reason)
+            self.checkin(lease)
+
+    async def checkout(self, image: str, policy: Policy, tenant: str) -> Lease:
+        """Take a clean sandbox for as long as the caller likes (sessions); see :meth:`checkin`."""
+        if self._closed:
+            raise InfrastructureError("the pool is shutting down")
+        group = self._group(image, policy)
+        slot = await self._acquire(group, tenant)
+        return Lease(slot, group)
+
+    def checkin(self, lease: Lease) -> None:
+        """Give a checked-out sandbox back: reset and reused, or retired; idempotent."""
+        if lease.returned:
+            return
+        lease.returned = True
+        self._release(lease.group, lease._slot, lease.retire_reason)
 
     def status(self) -> PoolStatus:
         return PoolStatus(

@@ -1,0 +1,111 @@
+"""``/v1/sessions``: multi-step sessions for agents, their files, and snapshots."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from sandbox.results import RunResult
+from sandbox.sessions import Command, DirEntry, SessionInfo, SessionSpec
+
+from ..deps import PlatformDep, TenantDep, WorkingTenantDep
+from ..responses import json_response
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+
+class FilesBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    files: dict[str, str] = Field(default_factory=dict, description="path -> text")
+    files_base64: dict[str, str] = Field(default_factory=dict, description="path -> base64")
+
+
+class FileContent(BaseModel):
+    path: str
+    content_base64: str
+
+
+class SnapshotCreated(BaseModel):
+    snapshot_id: str
+
+
+@router.post("", response_model=SessionInfo, status_code=201)
+async def create(spec: SessionSpec, platform: PlatformDep, tenant: WorkingTenantDep) -> Response:
+    """Start a session (optionally from a snapshot), write its files, run its set-up."""
+    tenant.allow_policy(spec.policy)
+    session = await platform.sessions.create(spec, tenant=tenant.name)
+    response = json_response(session.info())
+    response.status_code = 201
+    return response
+
+
+@router.get("", response_model=list[SessionInfo])
+async def list_sessions(platform: PlatformDep, tenant: TenantDep) -> list[SessionInfo]:
+    return [s.info() for s in platform.sessions.sessions_of(tenant.name)]
+
+
+@router.get("/{session_id}", response_model=SessionInfo)
+async def get(session_id: str, platform: PlatformDep, tenant: TenantDep) -> SessionInfo:
+    return platform.sessions.get(session_id, tenant=tenant.name).info()
+
+
+@router.post("/{session_id}/exec", response_model=RunResult)
+async def exec_command(
+    session_id: str, command: Command, platform: PlatformDep, tenant: WorkingTenantDep
+) -> Response:
+    """Run one command (argv list, or a string for ``bash -c``)."""
+    result = await platform.sessions.exec(session_id, command, tenant=tenant.name)
+    return json_response(RunResult.from_exec(result))
+
+
+@router.put("/{session_id}/files", status_code=204)
+async def write_files(
+    session_id: str, body: FilesBody, platform: PlatformDep, tenant: WorkingTenantDep
+) -> Response:
+    """Create or replace files below /workspace as the sandbox user."""
+    files = platform.sessions.files(body.files, body.files_base64)
+    await platform.sessions.write_files(session_id, files, tenant=tenant.name)
+    return Response(status_code=204)
+
+
+@router.get("/{session_id}/files", response_model=FileContent)
+async def read_file(
+    session_id: str,
+    platform: PlatformDep,
+    tenant: WorkingTenantDep,
+    path: Annotated[str, Query(max_length=1024)],
+) -> FileContent:
+    """A file below /workspace or /tmp, as bytes (base64); links refused."""
+    data = await platform.sessions.read_file(session_id, path, tenant=tenant.name)
+    return FileContent(path=path, content_base64=base64.b64encode(data).decode("ascii"))
+
+
+@router.get("/{session_id}/dir", response_model=list[DirEntry])
+async def list_dir(
+    session_id: str,
+    platform: PlatformDep,
+    tenant: WorkingTenantDep,
+    path: Annotated[str, Query(max_length=1024)] = "/workspace",
+) -> list[DirEntry]:
+    return await platform.sessions.list_dir(session_id, path, tenant=tenant.name)
+
+
+@router.post("/{session_id}/snapshot", response_model=SnapshotCreated, status_code=201)
+async def snapshot(
+    session_id: str, platform: PlatformDep, tenant: WorkingTenantDep
+) -> SnapshotCreated:
+    """Keep the workspace; start new sessions from it with ``from_snapshot``."""
+    return SnapshotCreated(
+        snapshot_id=await platform.sessions.snapshot(session_id, tenant=tenant.name)
+    )
+
+
+@router.delete("/{session_id}", status_code=204)
+async def close(session_id: str, platform: PlatformDep, tenant: TenantDep) -> Response:
+    platform.sessions.get(session_id, tenant=tenant.name)
+    await platform.sessions.close(session_id, tenant=tenant.name)
+    return Response(status_code=204)

@@ -1,0 +1,373 @@
+"""Multi-step sessions for agents: one sandbox held across many commands.
+
+A session checks a sandbox out of the pool for its tenant and keeps it until
+it is closed or has been idle for its policy's ``pool.session_idle_ttl_s``.
+Commands run one at a time; background processes a command starts live on
+between commands (until the session ends). Files are written as the sandbox
+user and read back as bytes with links refused, only below ``/workspace`` and
+``/tmp``.
+
+A snapshot is the workspace as a tar archive, made and unpacked inside the
+sandbox by the unprivileged user (the host never extracts it); a new session
+can start from it, so one task state can be explored many times. Running
+processes are not part of a snapshot.
+
+Session and snapshot ids are unguessable and scoped to their tenant: another
+tenant's id is simply not found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .audit import code_hash
+from .backends.base import WORKDIR
+from .errors import InvalidRequestError, NotFoundError, QuotaError
+from .execution import (
+    BASE_ENV,
+    MAX_FILES,
+    MAX_FILES_BYTES,
+    ExecutionService,
+    check_relative_path,
+    exec_limits,
+    sandbox_env,
+)
+from .policy import LimitOverrides, Policy
+from .pool import Lease
+from .results import ExecLimits, ExecResult, ExecStatus
+
+logger = logging.getLogger(__name__)
+
+READABLE_ROOTS = (WORKDIR, "/tmp")
+MAX_SESSIONS_PER_TENANT = 64
+MAX_SNAPSHOT_BYTES = 64 << 20
+MAX_SNAPSHOTS_BYTES = 1 << 30
+REAP_INTERVAL_S = 5.0
+SNAPSHOT_COMMAND = ["tar", "-C", WORKDIR, "-cf", "-", "."]
+RESTORE_COMMAND = ["tar", "-C", WORKDIR, "-xf", "-", "--no-same-permissions"]
+
+
+class SessionSpec(BaseModel):
+    """How to start a session."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image: Literal["python", "polyglot"] = "python"
+    policy: str = "default"
+    files: dict[str, str] = Field(default_factory=dict, description="path -> text")
+    files_base64: dict[str, str] = Field(default_factory=dict, description="path -> base64")
+    setup: str | None = Field(default=None, description="A shell command run once, first.")
+    from_snapshot: str | None = Field(default=None, description="Start from this snapshot.")
+
+
+class Command(BaseModel):
+    """One command in a session: an argv list, or a string run by ``bash -c``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | list[str] = Field(min_length=1)
+    stdin: str = ""
+    cwd: str = WORKDIR
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float | None = Field(default=None, gt=0, description="At most the policy's wall.")
+
+
+class SessionInfo(BaseModel):
+    id: str
+    policy: str
+    image: str
+    created_at: float
+    last_used_at: float
+    idle_ttl_s: float
+    commands: int
+
+
+class DirEntry(BaseModel):
+    name: str
+    kind: Literal["file", "dir", "link", "other"]
+    size: int
+
+
+@dataclass(eq=False)
+class Session:
+    """A live session: its lease and bookkeeping."""
+
+    id: str
+    tenant: str
+    policy: Policy
+    image: str
+    lease: Lease
+    created: float = field(default_factory=time.time)
+    last_used: float = field(default_factory=time.monotonic)
+    commands: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def info(self) -> SessionInfo:
+        idle = time.monotonic() - self.last_used
+        return SessionInfo(
+            id=self.id,
+            policy=self.policy.name,
+            image=self.image,
+            created_at=self.created,
+            last_used_at=time.time() - idle,
+            idle_ttl_s=self.policy.pool.session_idle_ttl_s,
+            commands=self.commands,
+        )
+
+
+@dataclass
+class _Snapshot:
+    tenant: str
+    policy: str
+    image: str
+    archive: bytes
+
+
+def _readable_path(path: str) -> tuple[str, str]:
+    """``(directory, relative path)`` for a path below /workspace or /tmp."""
+    if not path.startswith("/"):
+        return WORKDIR, check_relative_path(path)
+    for root in READABLE_ROOTS:
+        if path.startswith(root + "/"):
+            return root, check_relative_path(path[len(root) + 1 :])
+    raise InvalidRequestError(f"{path!r}: only paths below {' and '.join(READABLE_ROOTS)}")
+
+
+_KINDS: dict[str, Literal["file", "dir", "link", "other"]] = {"f": "file", "d": "dir", "l": "link"}
+
+
+class SessionManager:
+    """Creates, runs and reaps sessions on the execution service's pool."""
+
+    def __init__(self, execution: ExecutionService) -> None:
+        self.execution = execution
+        self._sessions: dict[str, Session] = {}
+        self._snapshots: dict[str, _Snapshot] = {}
+        self._reaper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Begin closing idle sessions in the background."""
+        self._reaper = asyncio.create_task(self._reap_loop(), name="session-reaper")
+
+    async def create(self, spec: SessionSpec, *, tenant: str) -> Session:
+        """Check a sandbox out, write the files, restore the snapshot, run the set-up."""
+        snapshot = self._snapshot(spec.from_snapshot, tenant) if spec.from_snapshot else None
+        policy = self.execution.policy(snapshot.policy if snapshot else spec.policy)
+        image_name = snapshot.image if snapshot else spec.image
+        image = self.execution.resolve_image(image_name)
+        mine = sum(1 for s in self._sessions.values() if s.tenant == tenant)
+        if mine >= MAX_SESSIONS_PER_TENANT:
+            raise QuotaError(
+                f"tenant {tenant!r} already has {mine} sessions open; close some", retry_after=5
+            )
+        files = self.files(spec.files, spec.files_base64)
+        lease = await self.execution.pool.checkout(image, policy, tenant)
+        session = Session(secrets.token_urlsafe(18), tenant, policy, image_name, lease)
+        self._sessions[session.id] = session
+        try:
+            if snapshot is not None:
+                await self._run(session, RESTORE_COMMAND, stdin=snapshot.archive)
+            if files:
+                await self._run(session, ["true"], files=files)
+            if spec.setup:
+                result = await self.exec(session.id, Command(command=spec.setup), tenant=tenant)
+                if result.status is not ExecStatus.OK:
+                    raise InvalidRequestError(
+                        f"the set-up command failed ({result.status.value}, exit "
+                        f"{result.exit_code}): {result.stderr.decode(errors='replace')[-500:]}"
+                    )
+        except BaseException:
+            await self.close(session.id, tenant=tenant)
+            raise
+        return session
+
+    def get(self, session_id: str, *, tenant: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None or session.tenant != tenant:
+            raise NotFoundError(f"no session {session_id!r}")
+        return session
+
+    def sessions_of(self, tenant: str) -> list[Session]:
+        return [s for s in self._sessions.values() if s.tenant == tenant]
+
+    async def exec(self, session_id: str, command: Command, *, tenant: str) -> ExecResult:
+        """Run one command; background processes it starts stay until the session ends."""
+        session = self.get(session_id, tenant=tenant)
+        given = command.command
+        argv = ["bash", "-c", given] if isinstance(given, str) else given
+        env = sandbox_env(session.policy, command.env)
+        limits = exec_limits(
+            session.policy,
+            LimitOverrides(wall_time_s=command.timeout_s) if command.timeout_s else None,
+        )
+        started = time.perf_counter()
+        result = await self._run(
+            session, argv, stdin=command.stdin.encode(), cwd=command.cwd, env=env, limits=limits
+        )
+        session.commands += 1
+        audit = self.execution.audit
+        if audit is not None:
+            audit.record(
+                tenant=tenant,
+                kind="session",
+                policy=session.policy.name,
+                image=session.image,
+                code_sha256=code_hash(" ".join(argv)),
+                verdict=result.status.value,
+                wall_s=result.usage.wall_s,
+                cpu_s=result.usage.cpu_s,
+                peak_memory_bytes=result.usage.peak_memory_bytes,
+                duration_s=round(time.perf_counter() - started, 6),
+                detail=f"session {session.id} command {session.commands}",
+            )
+        return result
+
+    async def write_files(
+        self, session_id: str, files: Mapping[str, bytes], *, tenant: str
+    ) -> None:
+        """Create or replace files below /workspace (relative paths) as the sandbox user."""
+        session = self.get(session_id, tenant=tenant)
+        checked = {check_relative_path(path): data for path, data in files.items()}
+        await self._run(session, ["true"], files=checked)
+
+    async def read_file(self, session_id: str, path: str, *, tenant: str) -> bytes:
+        """A file's bytes; links anywhere on the path are refused."""
+        session = self.get(session_id, tenant=tenant)
+        directory, relative = _readable_path(path)
+        result = await self._run(session, ["true"], cwd=directory, fetch=[relative])
+        if relative not in result.files:
+            raise NotFoundError(f"{path}: {result.file_errors.get(relative, 'not found')}")
+        return result.files[relative]
+
+    async def list_dir(self, session_id: str, path: str, *, tenant: str) -> list[DirEntry]:
+        """The entries of a directory, as the sandbox user sees them."""
+        session = self.get(session_id, tenant=tenant)
+        argv = ["find", path, "-mindepth", "1", "-maxdepth", "1", "-printf", "%y %s %P\\0"]
+        result = await self._run(session, argv)
+        if result.status is not ExecStatus.OK:
+            raise NotFoundError(f"{path}: {result.stderr.decode(errors='replace').strip()}")
+        entries = []
+        for record in result.stdout.split(b"\0"):
+            if not record:
+                continue
+            kind, size, name = record.decode(errors="replace").split(" ", 2)
+            entries.append(DirEntry(name=name, kind=_KINDS.get(kind, "other"), size=int(size)))
+        return sorted(entries, key=lambda entry: entry.name)
+
+    async def snapshot(self, session_id: str, *, tenant: str) -> str:
+        """The workspace as an archive kept by the service; returns the snapshot's id."""
+        session = self.get(session_id, tenant=tenant)
+        limits = exec_limits(session.policy, None).model_copy(
+            update={"stdout_bytes": MAX_SNAPSHOT_BYTES}
+        )
+        result = await self._run(session, SNAPSHOT_COMMAND, limits=limits)
+        if result.status is not ExecStatus.OK or result.stdout_truncated:
+            raise InvalidRequestError(
+                f"could not archive the workspace ({result.status.value}; at most "
+                f"{MAX_SNAPSHOT_BYTES} bytes): {result.stderr.decode(errors='replace')[-300:]}"
+            )
+        held = sum(len(s.archive) for s in self._snapshots.values())
+        if held + len(result.stdout) > MAX_SNAPSHOTS_BYTES:
+            raise QuotaError("the service holds too many snapshots; delete some", retry_after=60)
+        snapshot_id = secrets.token_urlsafe(18)
+        self._snapshots[snapshot_id] = _Snapshot(
+            tenant, session.policy.name, session.image, result.stdout
+        )
+        return snapshot_id
+
+    def delete_snapshot(self, snapshot_id: str, *, tenant: str) -> None:
+        self._snapshot(snapshot_id, tenant)
+        del self._snapshots[snapshot_id]
+
+    async def close(self, session_id: str, *, tenant: str) -> None:
+        """End the session: its processes are killed and its sandbox reset; idempotent."""
+        session = self._sessions.get(session_id)
+        if session is None or session.tenant != tenant:
+            return
+        del self._sessions[session_id]
+        async with session.lock:
+            self.execution.pool.checkin(session.lease)
+
+    async def close_all(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        for session in list(self._sessions.values()):
+            await self.close(session.id, tenant=session.tenant)
+
+    def _snapshot(self, snapshot_id: str, tenant: str) -> _Snapshot:
+        snapshot = self._snapshots.get(snapshot_id)
+        if snapshot is None or snapshot.tenant != tenant:
+            raise NotFoundError(f"no snapshot {snapshot_id!r}")
+        return snapshot
+
+    @staticmethod
+    def files(text: Mapping[str, str], encoded: Mapping[str, str]) -> dict[str, bytes]:
+        """Checked file paths and decoded contents, from text and base64 forms."""
+        if len(text) + len(encoded) > MAX_FILES:
+            raise InvalidRequestError(f"at most {MAX_FILES} files")
+        files = {check_relative_path(p): t.encode() for p, t in text.items()}
+        for path, data in encoded.items():
+            try:
+                files[check_relative_path(path)] = base64.b64decode(data, validate=True)
+            except binascii.Error:
+                raise InvalidRequestError(f"files_base64[{path!r}] is not base64") from None
+        if sum(len(d) for d in files.values()) > MAX_FILES_BYTES:
+            raise InvalidRequestError(f"files total more than {MAX_FILES_BYTES} bytes")
+        return files
+
+    async def _run(
+        self,
+        session: Session,
+        argv: list[str],
+        *,
+        stdin: bytes = b"",
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, bytes] | None = None,
+        fetch: list[str] | None = None,
+        limits: ExecLimits | None = None,
+    ) -> ExecResult:
+        async with session.lock:
+            if session.id not in self._sessions:
+                raise NotFoundError(f"session {session.id!r} has ended")
+            session.last_used = time.monotonic()
+            try:
+                result = await session.lease.sandbox.exec(
+                    argv,
+                    limits=limits or exec_limits(session.policy, None),
+                    stdin=stdin,
+                    cwd=cwd,
+                    env=env or {**BASE_ENV, **session.policy.env.set},
+                    files=files,
+                    fetch=fetch or (),
+                    keep_processes=True,
+                )
+            except Exception as exc:
+                session.lease.retire(f"session command failed: {exc}")
+                self._sessions.pop(session.id, None)
+                self.execution.pool.checkin(session.lease)
+                raise
+            session.last_used = time.monotonic()
+            return result
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(REAP_INTERVAL_S)
+            now = time.monotonic()
+            for session in list(self._sessions.values()):
+                if now - session.last_used > session.policy.pool.session_idle_ttl_s:
+                    logger.info("closing idle session %s of %s", session.id, session.tenant)
+                    await self.close(session.id, tenant=session.tenant)
