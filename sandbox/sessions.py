@@ -50,6 +50,8 @@ from .results import ExecLimits, ExecResult, ExecStatus
 logger = logging.getLogger(__name__)
 
 READABLE_ROOTS = (WORKDIR, "/tmp")
+JUDGE_DIR = "/judge"
+JUDGE_WORK = "/judge/work"
 MAX_SESSIONS_PER_TENANT = 64
 MAX_SNAPSHOT_BYTES = 64 << 20
 MAX_SNAPSHOTS_BYTES = 1 << 30
@@ -265,6 +267,65 @@ class SessionManager:
             entries.append(DirEntry(name=name, kind=_KINDS.get(kind, "other"), size=int(size)))
         return sorted(entries, key=lambda entry: entry.name)
 
+    async def run_hidden_tests(
+        self,
+        session_id: str,
+        tests: Mapping[str, bytes],
+        command: str,
+        *,
+        timeout_s: float,
+        tenant: str,
+    ) -> tuple[ExecResult, bytes | None]:
+        """Judge the session's workspace with tests it has never seen.
+
+        Every process the session left is killed; the workspace is copied to
+        ``/judge/work`` and ``tests`` written to ``/judge/tests`` as the judge uid;
+        ``command`` runs there as the judge uid (``$WORK`` is the copy). Returns
+        its result and ``/judge/report.xml`` if the command wrote one.
+        """
+        session = self.get(session_id, tenant=tenant)
+        settle = await self._run(session, ["true"], keep_processes=False)
+        if settle.reason is not None:
+            raise InvalidRequestError(
+                f"the session's processes could not be stopped: {settle.reason}"
+            )
+        judge_env = {
+            **BASE_ENV,
+            "HOME": JUDGE_DIR,
+            "TMPDIR": JUDGE_DIR,
+            "WORK": JUDGE_WORK,
+            "WORKSPACE": JUDGE_WORK,
+        }
+        limits = exec_limits(session.policy, None)
+        # What the agent made unreadable is simply missing from the copy.
+        await self._run(
+            session,
+            [
+                "bash",
+                "-c",
+                f"mkdir -p {JUDGE_WORK}; cp -r --no-preserve=all {WORKDIR}/. {JUDGE_WORK}",
+            ],
+            cwd=JUDGE_DIR,
+            env=judge_env,
+            files={f"tests/{path}": data for path, data in tests.items()},
+            limits=limits,
+            role="judge",
+        )
+        test_limits = limits.model_copy(update={"wall_s": timeout_s, "cpu_s": timeout_s})
+        result = await self._run(
+            session,
+            ["bash", "-c", command],
+            cwd=f"{JUDGE_DIR}/tests",
+            env=judge_env,
+            limits=test_limits,
+            role="judge",
+            keep_processes=False,
+        )
+        report = await self._run(
+            session, ["true"], cwd=JUDGE_DIR, env=judge_env, fetch=["report.xml"], role="judge"
+        )
+        return result, report.files.get("report.xml")
+
     async def snapshot(self, session_id: str, *, tenant: str) -> str:
         """The workspace as an archive kept by the service; returns the snapshot's id."""
         session = self.get(session_id, tenant=tenant)
@@ -339,6 +400,8 @@ class SessionManager:
         files: Mapping[str, bytes] | None = None,
         fetch: list[str] | None = None,
         limits: ExecLimits | None = None,
+        role: str = "sandbox",
+        keep_processes: bool = True,
     ) -> ExecResult:
         async with session.lock:
             if session.id not in self._sessions:
@@ -353,7 +416,8 @@ class SessionManager:
                     env=env or {**BASE_ENV, **session.policy.env.set},
                     files=files,
                     fetch=fetch or (),
-                    keep_processes=True,
+                    keep_processes=keep_processes,
+                    role=role,
                 )
             except Exception as exc:
                 session.lease.retire(f"session command failed: {exc}")

@@ -33,6 +33,7 @@ class Sandbox(ABC):
         keep_processes: bool = False,
         reset_after: bool = False,
         peer: Mapping[str, Any] | None = None,
+        role: str = "sandbox",
     ) -> ExecResult:
         """Run ``argv`` as the untrusted user after writing ``files`` (relative to ``cwd``).
 
@@ -44,6 +45,7 @@ class Sandbox(ABC):
         only collects its outcome. With ``peer`` (``argv``, ``cwd``, ``env``,
         ``files``) ``argv`` runs as the *judge* uid and the peer as the sandbox uid,
         joined by a socket on fd 3; the peer's exit and output are in ``result.peer``.
+        ``role="judge"`` runs ``argv`` as the judge uid (hidden tests' own files).
         """
 
     @abstractmethod

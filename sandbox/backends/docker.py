@@ -206,8 +206,10 @@ class DockerSandbox(Sandbox):
         keep_processes: bool = False,
         reset_after: bool = False,
         peer: Mapping[str, Any] | None = None,
+        role: str = "sandbox",
     ) -> ExecResult:
         message = {
+            "role": role,
             "op": "exec",
             "argv": list(argv),
             "cwd": cwd,
