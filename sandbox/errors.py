@@ -9,6 +9,7 @@ subclasses the builtin it resembles so callers can catch either::
     ├── PolicyError(ValueError)           a policy file or value is refused
     ├── LimitError(ValueError)            a request asks for more than its policy allows
     ├── InvalidRequestError(ValueError)   a request is malformed (unknown language, bad path, ...)
+    │   └── PayloadTooLargeError          too many files, or too many bytes of them
     ├── NotFoundError(LookupError)        a named policy, image or object does not exist
     ├── AuthenticationError(PermissionError)  no API key, or an unknown one
     ├── ForbiddenError(PermissionError)   the key may not use this policy or object
@@ -50,6 +51,10 @@ class LimitError(SandboxError, ValueError):
 
 class InvalidRequestError(SandboxError, ValueError):
     """A request is malformed: unknown language, bad file path, bad argument."""
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    """A request carries more files, or more bytes, than a request may."""
 
 
 class NotFoundError(SandboxError, LookupError):
@@ -102,6 +107,7 @@ class ServiceUnreachableError(InfrastructureError, ConnectionError):
 ERROR_CODES: tuple[tuple[type[SandboxError], int, str], ...] = (
     (PolicyError, 422, "policy_invalid"),
     (LimitError, 422, "limit_exceeded"),
+    (PayloadTooLargeError, 413, "payload_too_large"),
     (InvalidRequestError, 422, "invalid_request"),
     (NotFoundError, 404, "not_found"),
     (AuthenticationError, 401, "unauthenticated"),

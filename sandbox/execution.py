@@ -13,7 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import metrics
 from .audit import AuditLog, code_hash
 from .backends.base import WORKDIR, Sandbox
-from .errors import InfrastructureError, InvalidRequestError, NotFoundError, SandboxTimeoutError
+from .errors import (
+    InfrastructureError,
+    InvalidRequestError,
+    NotFoundError,
+    PayloadTooLargeError,
+    SandboxTimeoutError,
+)
 from .languages import Language, get_language
 from .policy import LimitOverrides, Policy, Resources, effective_limits
 from .pool import Pool
@@ -81,6 +87,21 @@ def check_relative_path(path: str) -> str:
             f"than {MAX_PATH_PART_LEN} characters"
         )
     return path
+
+
+def decode_files(text: Mapping[str, str], encoded: Mapping[str, str]) -> dict[str, bytes]:
+    """Checked paths and contents from a request's text and base64 files (413 when too many)."""
+    if len(text) + len(encoded) > MAX_FILES:
+        raise PayloadTooLargeError(f"at most {MAX_FILES} files per request")
+    files = {check_relative_path(path): data.encode() for path, data in text.items()}
+    for path, data in encoded.items():
+        try:
+            files[check_relative_path(path)] = base64.b64decode(data, validate=True)
+        except binascii.Error:
+            raise InvalidRequestError(f"files_base64[{path!r}] is not base64") from None
+    if sum(len(data) for data in files.values()) > MAX_FILES_BYTES:
+        raise PayloadTooLargeError(f"files total more than {MAX_FILES_BYTES} bytes")
+    return files
 
 
 def exec_limits(policy: Policy, overrides: LimitOverrides | None) -> ExecLimits:
@@ -215,16 +236,7 @@ class ExecutionService:
 
     @staticmethod
     def _files(request: RunRequest, source_file: str) -> dict[str, bytes]:
-        if len(request.files) + len(request.files_base64) > MAX_FILES:
-            raise InvalidRequestError(f"at most {MAX_FILES} files per request")
-        files = {check_relative_path(path): text.encode() for path, text in request.files.items()}
-        for path, text in request.files_base64.items():
-            try:
-                files[check_relative_path(path)] = base64.b64decode(text, validate=True)
-            except binascii.Error:
-                raise InvalidRequestError(f"files_base64[{path!r}] is not base64") from None
-        if sum(len(data) for data in files.values()) > MAX_FILES_BYTES:
-            raise InvalidRequestError(f"files total more than {MAX_FILES_BYTES} bytes")
+        files = decode_files(request.files, request.files_base64)
         if source_file in files:
             raise InvalidRequestError(
                 f"{source_file!r} holds the code itself; rename that extra file"

@@ -19,8 +19,6 @@ tenant's id is simply not found.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
 import secrets
@@ -36,10 +34,9 @@ from .backends.base import WORKDIR
 from .errors import InvalidRequestError, NotFoundError, QuotaError
 from .execution import (
     BASE_ENV,
-    MAX_FILES,
-    MAX_FILES_BYTES,
     ExecutionService,
     check_relative_path,
+    decode_files,
     exec_limits,
     sandbox_env,
 )
@@ -374,20 +371,7 @@ class SessionManager:
             raise NotFoundError(f"no snapshot {snapshot_id!r}")
         return snapshot
 
-    @staticmethod
-    def files(text: Mapping[str, str], encoded: Mapping[str, str]) -> dict[str, bytes]:
-        """Checked file paths and decoded contents, from text and base64 forms."""
-        if len(text) + len(encoded) > MAX_FILES:
-            raise InvalidRequestError(f"at most {MAX_FILES} files")
-        files = {check_relative_path(p): t.encode() for p, t in text.items()}
-        for path, data in encoded.items():
-            try:
-                files[check_relative_path(path)] = base64.b64decode(data, validate=True)
-            except binascii.Error:
-                raise InvalidRequestError(f"files_base64[{path!r}] is not base64") from None
-        if sum(len(d) for d in files.values()) > MAX_FILES_BYTES:
-            raise InvalidRequestError(f"files total more than {MAX_FILES_BYTES} bytes")
-        return files
+    files = staticmethod(decode_files)
 
     async def _run(
         self,

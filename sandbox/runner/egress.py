@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 from .protocol import ProtocolError, read_frame, write_frame
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable
+    from collections.abc import Iterable
     from typing import Any
 
     IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -287,7 +287,7 @@ class Client:
     connections: set[asyncio.Task[None]] = field(default_factory=set)
 
 
-class Policy:
+class AddressPolicy:
     """Address classification shared by all clients (special blocks, never-reachable blocks)."""
 
     def __init__(self) -> None:
@@ -463,7 +463,7 @@ class Proxy:
     """The HTTP proxy, the DNS responder and the client registry."""
 
     def __init__(self) -> None:
-        self.policy = Policy()
+        self.policy = AddressPolicy()
         self.clients: dict[IPAddress, Client] = {}
         self.connections = 0
         self.allowed = 0
@@ -586,7 +586,9 @@ class Proxy:
 
     # ---------------------------------------------------------------- serving
 
-    async def serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         peer = writer.get_extra_info("peername")
         local = writer.get_extra_info("sockname")
         task = asyncio.current_task()
@@ -635,12 +637,13 @@ class Proxy:
             writer.write(response(431, "Request Header Fields Too Large", "header too large"))
             await writer.drain()
             return
+        origin_form = authority = ""
         try:
             request = parse_head(head)
             if request.method == "CONNECT":
                 host, port = parse_authority(request.target, None)
             else:
-                host, port, origin_form = self._absolute(request)
+                host, port, origin_form, authority = self._absolute(request)
         except BadTarget as exc:
             self.refused += 1
             logger.debug("bad request from %s: %s", client.address, exc)
@@ -653,8 +656,13 @@ class Proxy:
             addresses = await self.decide(client, host, port)
         except (Refused, BadTarget) as exc:
             self.refused += 1
-            logger.debug("refused %s %s from %s: %s", request.method, request.target[:200],
-                         client.address, exc)  # fmt: skip
+            logger.debug(
+                "refused %s %s from %s: %s",
+                request.method,
+                request.target[:200],
+                client.address,
+                exc,
+            )
             writer.write(response(403, "Forbidden", f"refused: {exc}"))
             await writer.drain()
             return
@@ -666,22 +674,34 @@ class Proxy:
             await writer.drain()
             return
         self.allowed += 1
-        logger.debug("allowed %s %s from %s via %s", request.method, request.target[:200],
-                     client.address, addresses[0])  # fmt: skip
+        logger.debug(
+            "allowed %s %s from %s via %s",
+            request.method,
+            request.target[:200],
+            client.address,
+            addresses[0],
+        )
         try:
             if request.method == "CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
                 await writer.drain()
                 await _tunnel(reader, writer, upstream_reader, upstream_writer)
             else:
-                await self._forward(request, origin_form, reader, writer, upstream_writer,
-                                    upstream_reader)  # fmt: skip
+                await self._forward(
+                    request,
+                    origin_form,
+                    authority,
+                    reader,
+                    writer,
+                    upstream_reader,
+                    upstream_writer,
+                )
         finally:
             with contextlib.suppress(Exception):
                 upstream_writer.close()
 
     @staticmethod
-    def _absolute(request: Request) -> tuple[str | IPAddress, int, str]:
+    def _absolute(request: Request) -> tuple[str | IPAddress, int, str, str]:
         target = request.target
         scheme, sep, rest = target.partition("://")
         if not sep:
@@ -697,7 +717,7 @@ class Proxy:
         host, port = parse_authority(authority, 80)
         if not path.startswith("/"):
             path = "/" + path
-        return host, port, path
+        return host, port, path, authority
 
     @staticmethod
     def _check_host_header(request: Request, host: str | IPAddress, port: int) -> None:
@@ -716,10 +736,11 @@ class Proxy:
         self,
         request: Request,
         origin_form: str,
+        authority: str,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        upstream_writer: asyncio.StreamWriter,
         upstream_reader: asyncio.StreamReader,
+        upstream_writer: asyncio.StreamWriter,
     ) -> None:
         named_hop = {
             token.strip().lower()
@@ -751,6 +772,8 @@ class Proxy:
             lines.append("Transfer-Encoding: chunked")
         elif lengths:
             lines.append(f"Content-Length: {int(lengths[0])}")
+        if not request.values("host"):
+            lines.append(f"Host: {authority}")
         lines.append("Connection: close")
         upstream_writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
 
@@ -821,7 +844,9 @@ async def _tunnel(
         await asyncio.gather(up, down, return_exceptions=True)
 
 
-async def _copy_exact(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, size: int) -> None:
+async def _copy_exact(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, size: int
+) -> None:
     while size > 0:
         data = await asyncio.wait_for(reader.read(min(size, CHUNK)), IDLE_TIMEOUT_S)
         if not data:
@@ -864,7 +889,6 @@ def _control_loop(
     loop: asyncio.AbstractEventLoop,
     in_fd: int,
     out_fd: int,
-    done: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Serve the control channel (blocking, in a thread); stop the loop at end of file."""
     try:
