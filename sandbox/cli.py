@@ -412,6 +412,199 @@ def _register_audit(commands: argparse._SubParsersAction[argparse.ArgumentParser
     verify.set_defaults(handler=_cmd_audit_verify)
 
 
+# --------------------------------------------------------------------------- eval
+
+
+def _eval_agent(args: argparse.Namespace) -> Any:
+    from sandbox.evals.agents import (
+        NullAgent,
+        OpenAIAgent,
+        OracleAgent,
+        ReplayAgent,
+        openai_config_from_env,
+    )
+
+    spec: str = args.agent
+    if spec == "oracle":
+        return OracleAgent()
+    if spec == "null":
+        return NullAgent()
+    if spec.startswith("replay:") and len(spec) > len("replay:"):
+        return ReplayAgent(Path(spec[len("replay:") :]))
+    if spec == "openai":
+        if not args.model:
+            raise InvalidRequestError("--agent openai needs --model NAME")
+        config = openai_config_from_env(
+            model=args.model,
+            base_url=args.base_url,
+            api_key_env=args.api_key_env,
+            temperature=args.temperature,
+            seed=args.seed,
+        )
+        return OpenAIAgent(config)
+    raise InvalidRequestError(
+        f"unknown agent {spec!r}; use oracle, null, replay:PATH or openai (with --model)"
+    )
+
+
+def _print_eval_summary(report: dict[str, Any]) -> None:
+    m = report["metrics"]
+    run = report["run"]
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.1f}%"
+
+    k = max((int(key) for key in m["pass_at_k"]), default=0)
+    lines = [
+        f"agent {run['agent'].get('name', '?')}: {m['tasks']} task(s) x {run['epochs']} "
+        "epoch(s), "
+        f"{m['trials']} trials ({m['scored_trials']} scored, {m['infra_errors']} infra errors)",
+        f"pass rate {pct(m['pass_rate'])} +- {pct(m['stderr'])} (standard error over tasks)"
+        + (
+            f", pass@{k} {pct(m['pass_at_k'][str(k)])}, pass^{k} {pct(m['pass_hat_k'][str(k)])}"
+            if k > 1
+            else ""
+        ),
+        "outcomes: " + ", ".join(f"{name} {count}" for name, count in m["outcomes"].items()),
+    ]
+    for label, groups in (("category", m["by_category"]), ("difficulty", m["by_difficulty"])):
+        if len(groups) > 1:
+            lines.append(
+                f"by {label}: "
+                + ", ".join(f"{name} {pct(g['pass_rate'])}" for name, g in groups.items())
+            )
+    usage = m["usage"]
+    lines.append(
+        f"usage: {usage['total_tokens']} tokens, {usage['steps']} steps, agent "
+        f"{usage['agent_s']:.1f} s, trials {usage['trial_s']:.1f} s"
+    )
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _quiet_platform_logs(args: argparse.Namespace) -> None:
+    if not args.verbose:
+        logging.getLogger().setLevel(logging.WARNING)
+
+
+def _cmd_eval_run(args: argparse.Namespace) -> int:
+    from sandbox.evals.report import write_reports
+    from sandbox.evals.runner import run_local
+    from sandbox.evals.tasks import load_tasks
+
+    _quiet_platform_logs(args)
+    tasks = load_tasks(args.tasks)
+    agent = _eval_agent(args)
+
+    async def run() -> None:
+        try:
+            await run_local(
+                tasks,
+                agent,
+                out=args.out,
+                epochs=args.epochs,
+                concurrency=args.concurrency,
+                policies_dir=args.policies,
+                progress=not args.no_progress,
+            )
+        finally:
+            await agent.aclose()
+
+    asyncio.run(run())
+    report = write_reports(args.out)
+    _print_eval_summary(report)
+    sys.stdout.write(f"report: {args.out / 'report.html'} and {args.out / 'report.json'}\n")
+    return EXIT_OK
+
+
+def _cmd_eval_report(args: argparse.Namespace) -> int:
+    from sandbox.evals.report import write_reports
+
+    report = write_reports(args.dir, json_path=args.json, html_path=args.html)
+    _print_eval_summary(report)
+    html_path = args.html or args.dir / "report.html"
+    json_path = args.json or args.dir / "report.json"
+    sys.stdout.write(f"report: {html_path} and {json_path}\n")
+    return EXIT_OK
+
+
+def _cmd_eval_compare(args: argparse.Namespace) -> int:
+    from sandbox.evals.compare import compare_runs
+
+    comparison = compare_runs(
+        args.baseline, args.candidate, alpha=args.alpha, min_drop=args.min_drop
+    )
+    if args.json:
+        sys.stdout.write(json.dumps(comparison.as_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(comparison.table() + "\n")
+    return EXIT_FAILED if comparison.regression else EXIT_OK
+
+
+def _register_eval(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sandbox.evals.compare import DEFAULT_ALPHA, DEFAULT_MIN_DROP
+    from sandbox.platform import DEFAULT_POLICIES_DIR
+
+    evals = commands.add_parser("eval", help="agent evaluations: run tasks, report, compare")
+    sub = evals.add_subparsers(dest="eval_command", metavar="ACTION", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="run tasks x epochs with an agent (resumes what --out already holds)",
+        description="Each trial: a sandbox session from the task, the agent under its "
+        "budget, then the hidden tests. Results, trajectories and a report go to --out; "
+        "running again into the same --out resumes without redoing finished trials.",
+    )
+    run.add_argument("tasks", type=Path, help="a task directory, or a directory of them")
+    run.add_argument(
+        "--agent",
+        required=True,
+        help="oracle (the reference solution), null (does nothing), replay:PATH "
+        "(recorded actions), openai (a chat-completions endpoint; needs --model)",
+    )
+    run.add_argument("--epochs", type=int, default=1, help="trials per task (default: 1)")
+    run.add_argument(
+        "--concurrency", type=int, default=4, help="trials at once (default: %(default)s)"
+    )
+    run.add_argument("--out", type=Path, required=True, help="the run directory")
+    run.add_argument("--policies", type=Path, default=DEFAULT_POLICIES_DIR, help="policy directory")
+    run.add_argument("--model", help="model name (openai agent)")
+    run.add_argument(
+        "--base-url", help="endpoint base URL (default: $OPENAI_BASE_URL or api.openai.com/v1)"
+    )
+    run.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the API key (default: %(default)s)",
+    )
+    run.add_argument("--temperature", type=float, default=0.0)
+    run.add_argument("--seed", type=int, default=None)
+    run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    run.set_defaults(handler=_cmd_eval_run)
+
+    report = sub.add_parser("report", help="write report.json and report.html for a run")
+    report.add_argument("dir", type=Path, help="the run directory")
+    report.add_argument("--html", type=Path, help="where the HTML page goes")
+    report.add_argument("--json", type=Path, help="where the JSON report goes")
+    report.set_defaults(handler=_cmd_eval_report)
+
+    compare = sub.add_parser(
+        "compare",
+        help="the no-regression gate: exit 1 if CANDIDATE is worse than BASELINE beyond noise",
+    )
+    compare.add_argument("baseline", type=Path, help="run directory or report JSON")
+    compare.add_argument("candidate", type=Path, help="run directory or report JSON")
+    compare.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
+    compare.add_argument(
+        "--min-drop",
+        type=float,
+        default=DEFAULT_MIN_DROP,
+        help="a drop in mean pass rate at most this large is never a regression",
+    )
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.set_defaults(handler=_cmd_eval_compare)
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -431,6 +624,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _register_pool(commands)
     _register_keys(commands)
     _register_audit(commands)
+    _register_eval(commands)
     return parser
 
 

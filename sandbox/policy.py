@@ -69,6 +69,7 @@ __all__ = [
     "lint_policy",
     "load_policy",
     "load_policy_dir",
+    "load_yaml_mapping",
     "parse_policy",
 ]
 
@@ -635,7 +636,9 @@ class AllowRule(_Model):
     host: str | None = None
     domain: str | None = None
     cidr: str | None = None
-    ports: tuple[Annotated[int, Field(ge=1, le=65535)], ...] = (80, 443)
+    ports: Annotated[
+        tuple[Annotated[int, Field(ge=1, le=65535)], ...], Field(strict=False, max_length=64)
+    ] = (80, 443)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> AllowRule:
@@ -670,7 +673,7 @@ class Network(_Model):
     """
 
     mode: Literal["none", "allowlist"] = "none"
-    allow: tuple[AllowRule, ...] = Field(default=(), max_length=MAX_ALLOW_RULES)
+    allow: Annotated[tuple[AllowRule, ...], Field(strict=False, max_length=MAX_ALLOW_RULES)] = ()
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -1021,6 +1024,15 @@ class _PolicyLoader(yaml.SafeLoader):
                     (*path, key),
                 )
             seen[key] = key_node.start_mark
+
+
+def load_yaml_mapping(text: str, source: str) -> dict[str, Any]:
+    """Parse one strict YAML document (no tags, aliases, duplicate keys) into a mapping.
+
+    The loader policies use, for other configuration files too (training configs,
+    task files); raises :class:`~sandbox.errors.PolicyError` naming ``source``.
+    """
+    return _load_yaml(text, source)
 
 
 def _load_yaml(text: str, source: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A watchdog that removes a service's containers once the service is gone, even by kill -9.
+"""A watchdog that removes a service's containers (and networks) once it is gone, even by kill -9.
 
 Containers normally remove themselves when the service's attach closes; one
 caught between create and start never does. The service starts this small
@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     for container in client.containers.list(all=True, filters=mine):
         with contextlib.suppress(docker.errors.APIError):  # already going
             container.remove(force=True)
+    for network in client.networks.list(filters=mine):  # allowlist networks, once emptied
+        with contextlib.suppress(docker.errors.APIError):
+            network.remove()
     return 0
 
 

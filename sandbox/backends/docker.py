@@ -5,7 +5,9 @@ starts as root holding only SETUID, SETGID, KILL, DAC_OVERRIDE and FOWNER (to
 drop to the untrusted uids, to kill them and to wipe what they wrote);
 untrusted code runs as the policy's uid, hidden tests as its judge uid, both
 with no capability at all; no-new-privileges, read-only root, size- and inode-capped
-tmpfs for the writable paths, no network, memory with swap equal to memory,
+tmpfs for the writable paths, no network (an allowlist policy gets a network of
+its own whose only other endpoint is the egress proxy: see :mod:`.network`),
+memory with swap equal to memory,
 CPU quota, pids limit, nofile/fsize/core ulimits, docker-init reaping zombies,
 no log driver, and labels naming the owning service process so that leftovers
 of a crashed service can be found and removed.
@@ -35,6 +37,13 @@ from ..policy import Policy
 from ..results import ExecLimits, ExecResult, ExecStatus, ResourceUsage
 from .base import WORKDIR, Backend, Sandbox
 from .channel import RunnerChannel
+from .network import (
+    DEFAULT_EGRESS_NETWORK,
+    DEFAULT_SANDBOX_SUBNETS,
+    SANDBOX_SYSCTLS,
+    AllowlistNetworks,
+    SandboxNetwork,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +53,7 @@ LABEL_POLICY = "sandbox-platform.policy"
 LABEL_POLICY_DIGEST = "sandbox-platform.policy-digest"
 
 RUNNER_CAPABILITIES = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "FOWNER")
+RUNTIME_GVISOR_NETWORK = "runsc-net"  # gVisor with its own network stack (engine.py registers it)
 RUNNER_DIR = "/opt/sandbox"
 TMP_DIR = "/tmp"
 JUDGE_DIR = "/judge"
@@ -51,6 +61,18 @@ SHM_DIR = "/dev/shm"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MiB = 1 << 20
 RUNNER_NOFILE = 4096
+# Under gVisor the host's pids cgroup holds the sandbox kernel (the Sentry, its gofer
+# and, on the ptrace platform, stub processes with a thread per Sentry thread that ran
+# in them), not the sandbox's processes: ~50 host tasks at rest, ~5 per sandboxed
+# process, up to ~30 per process under a fork bomb. At a host limit of policy.pids the
+# Sentry fails to create a thread and dies, taking the container down as an infra
+# error. So the policy's limit is enforced inside, by the sandbox kernel (RLIMIT_NPROC
+# per untrusted uid, see the runner's --nproc), and the host limit is a backstop sized
+# for two full roles; the memory limit (which kernel stacks count against) still
+# bounds the host tasks a sandbox can hold, and usually ends a bomb first.
+RUNSC_HOST_TASKS_BASE = 256
+RUNSC_HOST_TASKS_PER_PROCESS = 32
+RUNSC_RUNNER_PROCESSES = 8  # init, runner, zygote, spares
 
 # How long the runner may take to answer beyond the execution's own wall limit.
 REPLY_MARGIN_S = 10.0
@@ -84,8 +106,28 @@ def _tmpfs_options(size_mb: int, inodes: int, mode: str, uid: int = 0, gid: int 
     )
 
 
-def container_settings(image: str, policy: Policy, owner: str) -> dict[str, Any]:
-    """The create-container arguments for ``policy``; pure, so tests can inspect it."""
+def host_pids_limit(policy: Policy) -> int:
+    """The container's pids cgroup limit: the policy's under runc, a backstop under gVisor."""
+    pids = policy.resources.pids
+    if policy.runtime != "runsc":
+        return pids
+    processes = 2 * pids + RUNSC_RUNNER_PROCESSES  # the candidate's, the judge's, ours
+    return RUNSC_HOST_TASKS_BASE + RUNSC_HOST_TASKS_PER_PROCESS * processes
+
+
+def container_settings(
+    image: str, policy: Policy, owner: str, network: SandboxNetwork | None = None
+) -> dict[str, Any]:
+    """The create-container arguments for ``policy``; pure, so tests can inspect it.
+
+    An allowlist policy needs ``network``: the sandbox's own internal network,
+    whose only other endpoint is the egress proxy (see :mod:`.network`).
+    """
+    if (policy.network.mode == "allowlist") != (network is not None):
+        raise ValueError(
+            f"policy {policy.name!r} has network mode {policy.network.mode!r}: a sandbox "
+            "network is needed exactly for allowlist policies"
+        )
     res, fs, user = policy.resources, policy.filesystem, policy.user
     tmpfs = {
         WORKDIR: _tmpfs_options(
@@ -104,6 +146,8 @@ def container_settings(image: str, policy: Policy, owner: str) -> dict[str, Any]
     command += ["--judge-uid", str(user.judge_uid), "--judge-gid", str(user.judge_gid)]
     for spec in writable:
         command += ["--dir", spec]
+    if policy.runtime == "runsc":
+        command += ["--runtime", "runsc", "--nproc", str(res.pids)]
     memory = res.memory_mb * MiB
     host_config = {
         "read_only": fs.read_only_root,
@@ -115,7 +159,7 @@ def container_settings(image: str, policy: Policy, owner: str) -> dict[str, Any]
         "mem_limit": memory,
         "memswap_limit": memory + res.swap_mb * MiB,
         "nano_cpus": int(res.cpus * 1e9),
-        "pids_limit": res.pids,
+        "pids_limit": host_pids_limit(policy),
         "ulimits": [
             # Untrusted code gets open_files for both; the runner may raise its own
             # soft limit up to this hard one (descriptors in flight between it and
@@ -134,13 +178,30 @@ def container_settings(image: str, policy: Policy, owner: str) -> dict[str, Any]
         "auto_remove": True,
         "runtime": policy.runtime,
     }
+    environment = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
+    networking: dict[str, Any] = {}
+    if network is not None:
+        host_config["network_mode"] = network.name
+        host_config["dns"] = [str(network.proxy_ip)]  # the proxy's REFUSED-only DNS responder
+        host_config["sysctls"] = dict(SANDBOX_SYSCTLS)
+        if policy.runtime == "runsc":
+            host_config["runtime"] = RUNTIME_GVISOR_NETWORK
+        environment.update(network.env)
+        networking = {
+            "network_disabled": False,
+            "networking_config": {
+                "EndpointsConfig": {
+                    network.name: {"IPAMConfig": {"IPv4Address": str(network.sandbox_ip)}}
+                }
+            },
+        }
     return {
         "image": image,
         "command": command,
         "working_dir": RUNNER_DIR,
         "user": "0:0",
         "hostname": "sandbox",
-        "environment": {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"},
+        "environment": environment,
         "stdin_open": True,
         "detach": False,  # makes docker-py set StdinOnce: stdin closes when we detach
         "network_disabled": True,
@@ -151,6 +212,7 @@ def container_settings(image: str, policy: Policy, owner: str) -> dict[str, Any]
             LABEL_POLICY_DIGEST: policy.digest,
         },
         "host_config": host_config,
+        **networking,
     }
 
 
@@ -169,11 +231,17 @@ class DockerSandbox(Sandbox):
     """A running container and the channel to its runner."""
 
     def __init__(
-        self, backend: DockerBackend, container_id: str, image: str, policy: Policy
+        self,
+        backend: DockerBackend,
+        container_id: str,
+        image: str,
+        policy: Policy,
+        network: SandboxNetwork | None = None,
     ) -> None:
         self.id = container_id
         self.image = image
         self.policy = policy
+        self.network = network
         self._backend = backend
         self._channel: RunnerChannel | None = None
         self._closed = False
@@ -181,7 +249,16 @@ class DockerSandbox(Sandbox):
 
     @property
     def alive(self) -> bool:
+        if self.network is not None and not self._backend.networks.proxy_alive(
+            self.network.generation
+        ):
+            return False  # its only way out is gone: retire it
         return not self._closed and self._channel is not None and not self._channel.closed
+
+    @property
+    def extra_env(self) -> dict[str, str]:
+        """Environment every program here gets on top of the caller's (the egress proxy)."""
+        return self.network.env if self.network is not None else {}
 
     async def _call(
         self, message: dict[str, Any], timeout: float, *, follow_up: bool = False
@@ -213,7 +290,7 @@ class DockerSandbox(Sandbox):
             "op": "exec",
             "argv": list(argv),
             "cwd": cwd,
-            "env": dict(env or {}),
+            "env": {**(env or {}), **self.extra_env},
             "stdin": base64.b64encode(stdin).decode(),
             "files": _wire_files(files),
             "limits": {
@@ -233,7 +310,7 @@ class DockerSandbox(Sandbox):
             message["peer"] = {
                 "argv": list(peer["argv"]),
                 "cwd": peer.get("cwd", WORKDIR),
-                "env": dict(peer.get("env") or {}),
+                "env": {**(peer.get("env") or {}), **self.extra_env},
                 "files": _wire_files(peer.get("files")),
             }
         try:
@@ -274,6 +351,8 @@ class DockerSandbox(Sandbox):
         if self._channel is not None:
             await self._channel.close()
         await self._backend.remove_container(self.id)
+        if self.network is not None:
+            await self._backend.networks.release(self.network)
 
     async def start(self) -> None:
         """Attach to the created container, start it and wait for its runner's hello."""
@@ -387,7 +466,17 @@ class OomWatcher:
 class DockerBackend(Backend):
     """Creates and removes sandbox containers on the local Docker engine."""
 
-    def __init__(self, client: docker.DockerClient | None = None) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient | None = None,
+        *,
+        egress_network: str = DEFAULT_EGRESS_NETWORK,
+        egress_image: str | None = None,
+        sandbox_subnets: str = DEFAULT_SANDBOX_SUBNETS,
+    ) -> None:
+        """``egress_network``: where the egress proxy of allowlist sandboxes reaches out
+        from; ``egress_image``: its image (default: the python image); ``sandbox_subnets``:
+        the range the per-sandbox networks are carved from."""
         try:
             self.client = client or docker.from_env()
             self.api_version = self.client.api.api_version
@@ -401,13 +490,44 @@ class DockerBackend(Backend):
         self._creating: set[asyncio.Future[str]] = set()
         self._ooms = OomWatcher(self.client)
         self._ooms.start()
+        self.networks = AllowlistNetworks(
+            self.client,
+            self.socket_path,
+            self.api_version,
+            egress_network=egress_network,
+            egress_image=egress_image,
+            sandbox_subnets=sandbox_subnets,
+        )
+
+    def _labels(self) -> dict[str, str]:
+        return {LABEL_MANAGED: "1", LABEL_OWNER: self.owner}
 
     async def oom_killed(self, container_id: str, *, wait_s: float = 2.0) -> bool:
         """Whether the engine reported an OOM kill in this container (waits for the event)."""
         return await self._ooms.seen(container_id, wait_s)
 
     async def create(self, image: str, policy: Policy) -> DockerSandbox:
-        settings = container_settings(image, policy, self.owner)
+        network = None
+        if policy.network.mode == "allowlist":
+            network = await self.networks.attach(image, policy, self._labels())
+        try:
+            container_id = await self._create_container(image, policy, network)
+        except BaseException:
+            if network is not None:
+                await self.networks.release(network)
+            raise
+        sandbox = DockerSandbox(self, container_id, image, policy, network)
+        try:
+            await sandbox.start()
+        except BaseException:
+            await sandbox.close()
+            raise
+        return sandbox
+
+    async def _create_container(
+        self, image: str, policy: Policy, network: SandboxNetwork | None
+    ) -> str:
+        settings = container_settings(image, policy, self.owner, network)
         host_config = self.client.api.create_host_config(**settings.pop("host_config"))
 
         def _create() -> str:
@@ -426,14 +546,7 @@ class DockerBackend(Backend):
         creating = asyncio.ensure_future(asyncio.to_thread(_create))
         self._creating.add(creating)
         creating.add_done_callback(self._creating.discard)
-        container_id = await asyncio.shield(creating)
-        sandbox = DockerSandbox(self, container_id, image, policy)
-        try:
-            await sandbox.start()
-        except BaseException:
-            await sandbox.close()
-            raise
-        return sandbox
+        return await asyncio.shield(creating)
 
     async def start_container(self, container_id: str) -> None:
         try:
@@ -472,10 +585,15 @@ class DockerBackend(Backend):
         await asyncio.gather(*(self.remove_container(cid) for cid in orphans))
         if orphans:
             logger.info("removed %d containers left by an earlier run", len(orphans))
-        return len(orphans)
+        # Networks after containers: an orphan network's endpoints were those containers.
+        networks = await self.networks.remove_orphans(
+            f"{LABEL_MANAGED}=1", LABEL_OWNER, owner_alive
+        )
+        return len(orphans) + networks
 
     async def close(self) -> None:
         self._ooms.stop()
         # Creations already sent to the engine finish first, so none is left behind.
         await asyncio.gather(*self._creating, return_exceptions=True)
         await asyncio.gather(*(self.remove_container(cid) for cid in list(self._live)))
+        await self.networks.close()  # the proxy, then every sandbox network left

@@ -35,3 +35,52 @@ from there. ``PATH`` holds only system directories. The trial passes when the
 command exits 0 and, if it wrote a JUnit report to ``/judge/report.xml``, that
 report has at least one test and no failure or error.
 """
+
+from .agents import (
+    Agent,
+    AgentError,
+    NullAgent,
+    OpenAIAgent,
+    OpenAIConfig,
+    OracleAgent,
+    ReplayAgent,
+    Tools,
+    TrialContext,
+)
+from .compare import Comparison, compare_runs, compare_stats, stratified_test
+from .metrics import pass_at_k, pass_hat_k, summarize
+from .report import build_report, render_html, write_reports
+from .runner import OUTCOMES, Outcome, RunSummary, run_eval, run_local
+from .tasks import Task, TaskConfig, TaskError, load_task, load_tasks
+
+__all__ = [
+    "OUTCOMES",
+    "Agent",
+    "AgentError",
+    "Comparison",
+    "NullAgent",
+    "OpenAIAgent",
+    "OpenAIConfig",
+    "OracleAgent",
+    "Outcome",
+    "ReplayAgent",
+    "RunSummary",
+    "Task",
+    "TaskConfig",
+    "TaskError",
+    "Tools",
+    "TrialContext",
+    "build_report",
+    "compare_runs",
+    "compare_stats",
+    "load_task",
+    "load_tasks",
+    "pass_at_k",
+    "pass_hat_k",
+    "render_html",
+    "run_eval",
+    "run_local",
+    "stratified_test",
+    "summarize",
+    "write_reports",
+]

@@ -66,7 +66,7 @@ class Runner:
         if op == "exec":
             return self.executor.run(request)
         if op == "reset":
-            return reset(self.config)
+            return reset(self.config, self.executor.kill_at_once)
         if op == "verify":
             problems = verify(self.config)
             return {"clean": not problems, "problems": problems}

@@ -29,7 +29,7 @@ import threading
 import types
 from typing import TYPE_CHECKING
 
-from . import BASELINE_MODULES
+from . import BASELINE_MODULES, seccomp
 from .config import JUDGE, SANDBOX
 
 if TYPE_CHECKING:
@@ -65,6 +65,8 @@ class Spec:
         self.python_fast_path: bool = bool(request.get("python_fast_path", True))
         self.role: str = request.get("role") or SANDBOX
         self.uid, self.gid = config.ids[self.role]
+        self.nproc: int | None = config.nproc
+        self.gvisor: bool = config.runtime == "runsc"
 
 
 def python_script(argv: list[str], env: dict[str, str]) -> str | None:
@@ -157,8 +159,10 @@ def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
     _lower_limit(resource.RLIMIT_NOFILE, spec.nofile, spec.nofile)
     _lower_limit(resource.RLIMIT_FSIZE, spec.fsize, spec.fsize)
     _lower_limit(resource.RLIMIT_CORE, 0, 0)
+    if spec.nproc is not None:  # set as root, so the untrusted uid can never raise it
+        _lower_limit(resource.RLIMIT_NPROC, spec.nproc, spec.nproc)
     # No POSIX message queues (they would outlive the execution). gVisor refuses
-    # to set this limit, and has no message queues to limit.
+    # to set this limit; there the seccomp filter refuses mq_open instead.
     with contextlib.suppress(ValueError, OSError):
         _lower_limit(resource.RLIMIT_MSGQUEUE, 0, 0)
     os.setgroups([])
@@ -166,6 +170,8 @@ def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
     os.setresuid(spec.uid, spec.uid, spec.uid)
     if os.getresuid() != (spec.uid,) * 3 or os.getresgid() != (spec.gid,) * 3:
         raise PermissionError("could not drop privileges")
+    if spec.gvisor:
+        seccomp.install()
     # The judge's files (hidden tests) are its own; the candidate's are readable as usual.
     os.umask(0o077 if spec.role == JUDGE else 0o022)
     os.chdir(spec.cwd)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 SANDBOX = "sandbox"
 JUDGE = "judge"
+RUNTIMES = ("runc", "runsc")
 
 
 class WritableDir:
@@ -23,11 +24,22 @@ class Config:
 
     ``sandbox`` is the role of candidate code; ``judge`` the role of hidden
     tests, which must be out of the candidate's reach (another uid).
+
+    ``--runtime runsc`` says the container runs under gVisor, whose kernel is
+    the sandbox's own; untrusted code then gets a seccomp filter that stands in
+    for what Docker's profile and some rlimits do under runc (see
+    :mod:`runner.seccomp`). ``--nproc N`` caps the processes (threads included)
+    of each untrusted uid with RLIMIT_NPROC. The backend passes it under gVisor:
+    there the host's pids cgroup counts the sandbox kernel's threads, not the
+    sandbox's processes, so this limit stands in for it. Under runc the cgroup
+    does the job (RLIMIT_NPROC would count the uid across the whole host).
     """
 
     def __init__(self, argv: list[str]) -> None:
         values: dict[str, int] = {}
         self.dirs: list[WritableDir] = []
+        self.nproc: int | None = None
+        self.runtime = "runc"
         pairs = iter(argv)
         for flag in pairs:
             value = next(pairs, None)
@@ -35,6 +47,14 @@ class Config:
                 raise SystemExit(f"runner: {flag} needs a value")
             if flag == "--dir":
                 self.dirs.append(WritableDir(value))
+            elif flag == "--runtime":
+                if value not in RUNTIMES:
+                    raise SystemExit(f"runner: --runtime must be one of {', '.join(RUNTIMES)}")
+                self.runtime = value
+            elif flag == "--nproc":
+                self.nproc = int(value)
+                if self.nproc < 1:
+                    raise SystemExit("runner: --nproc must be at least 1")
             elif flag in ("--uid", "--gid", "--judge-uid", "--judge-gid"):
                 values[flag] = int(value)
             else:

@@ -40,6 +40,7 @@ import ipaddress
 import logging
 import os
 import re
+import resource
 import socket
 import struct
 import sys
@@ -291,15 +292,17 @@ class AddressPolicy:
     """Address classification shared by all clients (special blocks, never-reachable blocks)."""
 
     def __init__(self) -> None:
-        self.special: list[tuple[IPNetwork, str]] = [
+        self.base: list[tuple[IPNetwork, str]] = [
             (_network(cidr), reason) for cidr, reason in SPECIAL_NETWORKS
         ]
+        self.special = list(self.base)
         self.blocked: list[IPNetwork] = []
 
     def configure(self, special: Iterable[dict[str, str]], blocked: Iterable[str]) -> None:
-        for entry in special:
-            self.special.append((_network(entry["cidr"]), entry.get("reason", "special")))
-        self.blocked.extend(_network(cidr) for cidr in blocked)
+        """Replace the service-supplied blocks (the host's addresses change over time)."""
+        extra = [(_network(e["cidr"]), e.get("reason", "special")) for e in special]
+        self.special = self.base + extra
+        self.blocked = [_network(cidr) for cidr in blocked]
 
     def special_block(self, address: IPAddress) -> tuple[IPNetwork, str] | None:
         """The most specific special block holding ``address`` (non-global: itself)."""
@@ -428,8 +431,7 @@ class _DnsUdp(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         reply = refused_dns_reply(data)
@@ -462,7 +464,8 @@ async def _dns_tcp(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
 class Proxy:
     """The HTTP proxy, the DNS responder and the client registry."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = MAX_CONNECTIONS) -> None:
+        self.max_connections = max_connections
         self.policy = AddressPolicy()
         self.clients: dict[IPAddress, Client] = {}
         self.connections = 0
@@ -605,7 +608,7 @@ class Proxy:
                 return
             if (
                 len(client.connections) >= MAX_CONNECTIONS_PER_CLIENT
-                or self.connections >= MAX_CONNECTIONS
+                or self.connections >= self.max_connections
             ):
                 writer.write(response(429, "Too Many Requests", "refused: too many connections"))
                 await writer.drain()
@@ -657,7 +660,7 @@ class Proxy:
         except (Refused, BadTarget) as exc:
             self.refused += 1
             logger.debug(
-                "refused %s %s from %s: %s",
+                "refused %s %r from %s: %s",
                 request.method,
                 request.target[:200],
                 client.address,
@@ -675,7 +678,7 @@ class Proxy:
             return
         self.allowed += 1
         logger.debug(
-            "allowed %s %s from %s via %s",
+            "allowed %s %r from %s via %s",
             request.method,
             request.target[:200],
             client.address,
@@ -951,7 +954,9 @@ def main(argv: list[str] | None = None) -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    proxy = Proxy()
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    proxy = Proxy(max_connections=max(16, min(MAX_CONNECTIONS, (hard - 64) // 2)))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     servers = loop.run_until_complete(_start(proxy, args.listen, args.port, args.dns_port))

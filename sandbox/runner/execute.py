@@ -103,7 +103,11 @@ class Executor:
         self.config = config
         self.zygote = zygote
         self.channel_fd = channel_fd
-        self.cgroup = Cgroup()
+        self.cgroup = Cgroup(gvisor=config.runtime == "runsc")
+
+    def kill_at_once(self) -> None:
+        """SIGKILL every process of the untrusted uids in one go (see :func:`procs.kill_all`)."""
+        self.zygote.kill_all_of(self.config.ids.values())
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         """Execute one ``exec`` request and return its result message."""
@@ -152,7 +156,7 @@ class Executor:
         if peer is not None:
             peer_report = self._stop(peer.pid)
         if not request.get("keep_processes"):
-            survivors = procs.kill_all(self.config.untrusted_uids)
+            survivors = procs.kill_all(self.config.untrusted_uids, kill_at_once=self.kill_at_once)
             if survivors:
                 reason = reason or "leftover processes survived SIGKILL"
         self._drain(*watched)

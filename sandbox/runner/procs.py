@@ -6,7 +6,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 
 def processes_of(uids: Collection[int]) -> list[tuple[int, str]]:
@@ -33,9 +33,18 @@ def processes_of(uids: Collection[int]) -> list[tuple[int, str]]:
     return found
 
 
-def kill_all(uids: Collection[int], *, deadline_s: float = 3.0) -> list[int]:
+def kill_all(
+    uids: Collection[int],
+    *,
+    deadline_s: float = 3.0,
+    kill_at_once: Callable[[], None] | None = None,
+) -> list[int]:
     """SIGKILL every process of ``uids`` until none is left (zombies must be reaped too:
     the zygote reaps its children, init the orphans).
+
+    While processes run, ``kill_at_once`` is called first in each round: it signals
+    every process of the uids in one go, so that nothing forks faster than we scan
+    (a fork bomb; under gVisor a scan of /proc takes long).
 
     Returns the pids still present when the deadline passed (empty on success).
     """
@@ -45,6 +54,8 @@ def kill_all(uids: Collection[int], *, deadline_s: float = 3.0) -> list[int]:
         alive = processes_of(uids)
         if not alive:
             return []
+        if kill_at_once is not None and any(state != "Z" for _, state in alive):
+            kill_at_once()
         for pid, state in alive:
             if state != "Z":
                 with contextlib.suppress(ProcessLookupError):

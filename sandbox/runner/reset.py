@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from . import procs
@@ -31,10 +31,10 @@ _IPC_TABLES = {"shm": ("shmid", "shmctl"), "sem": ("semid", "semctl"), "msg": ("
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
-def reset(config: Config) -> dict[str, Any]:
+def reset(config: Config, kill_at_once: Callable[[], None] | None = None) -> dict[str, Any]:
     """Kill, wipe and verify; returns ``{"clean": bool, "problems": [...]}``."""
     problems: list[str] = []
-    survivors = procs.kill_all(config.untrusted_uids)
+    survivors = procs.kill_all(config.untrusted_uids, kill_at_once=kill_at_once)
     if survivors:
         problems.append(f"processes of the untrusted uids survived SIGKILL: {survivors}")
     if not problems:

@@ -8,7 +8,14 @@ nothing but the interpreter, for a *spare*. The zygote forks it, hands the
 runner the spare's file descriptors (SCM_RIGHTS), and reports every child's
 exit (wait status and resource usage), since only a parent can wait for it.
 
-Messages on the SOCK_SEQPACKET pair are small JSON objects, one per datagram.
+On request it also forks a *killer*: a process that drops to one untrusted uid
+and SIGKILLs every process of that uid at once (``kill(-1)``), which no fork
+bomb can outrun, as it can outrun a scan of /proc. It comes from the zygote, not
+the runner, so that not even for an instant does a copy of the runner's memory
+run as an untrusted uid.
+
+Commands from the runner are ``spawn`` and ``kill UID GID``; messages back are
+small JSON objects, one per datagram on the SOCK_SEQPACKET pair.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import TYPE_CHECKING
 from . import child
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any, NoReturn
 
     from .config import Config
@@ -32,6 +40,9 @@ if TYPE_CHECKING:
 _MAX_MESSAGE = 4096
 _SPARE_FDS = 5
 FORK_ATTEMPTS = 8
+KILL_ROUNDS = 4  # processes forked while one kill(-1) was under way get the next one
+KILLER_WAIT_S = 2.0
+_NO_KILLER = -1
 
 
 class Spare:
@@ -78,6 +89,7 @@ class Zygote:
         self.exits: dict[int, dict[str, Any]] = {}
         self._spares: list[Spare] = []
         self._requested = 0
+        self._killer: int | None = None
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -98,6 +110,24 @@ class Zygote:
                 self.receive(block=True)
         return self._spares.pop()
 
+    def kill_all_of(self, ids: Iterable[tuple[int, int]]) -> None:
+        """:meth:`kill_every_process_of` each ``(uid, gid)``."""
+        for uid, gid in ids:
+            self.kill_every_process_of(uid, gid)
+
+    def kill_every_process_of(self, uid: int, gid: int) -> None:
+        """SIGKILL every process of ``uid`` at once; returns when that is done.
+
+        Does nothing more when the zygote cannot fork (a full pids limit): the
+        caller's scan of /proc does the work then.
+        """
+        self._killer = None
+        self.sock.send(b"kill %d %d" % (uid, gid))
+        while self._killer is None:
+            self.receive(block=True)
+        if self._killer != _NO_KILLER:
+            self.wait_exit(self._killer, KILLER_WAIT_S)
+
     def receive(self, *, block: bool = False) -> None:
         """Read the zygote's messages: spares handed over, children exited."""
         while True:
@@ -113,6 +143,8 @@ class Zygote:
             elif "error" in message:
                 self._requested -= 1
                 raise RuntimeError(message["error"])
+            elif "killer" in message:
+                self._killer = message["killer"]
             else:
                 self.exits[message["exit"]] = message
             block = False
@@ -159,6 +191,9 @@ def _serve(sock: socket.socket, config: Config) -> NoReturn:
             if not command:
                 os._exit(0)  # the runner is gone
             try:
+                if command.startswith(b"kill "):
+                    _fork_killer(sock, *(int(n) for n in command.split()[1:3]))
+                    continue
                 _fork_spare(sock, config)
             except BrokenPipeError:
                 os._exit(0)  # the runner is gone
@@ -194,6 +229,31 @@ def _fork_spare(sock: socket.socket, config: Config) -> None:
     runner_control.close()
     for fd in (stdin_fd, out_r, err_r, status_r):
         os.close(fd)
+
+
+def _fork_killer(sock: socket.socket, uid: int, gid: int) -> None:
+    """Fork a process that SIGKILLs every process of ``uid``; tell the runner its pid."""
+    try:
+        pid = os.fork()  # no retries: with the pids limit full, the runner's scan works alone
+    except OSError:
+        pid = _NO_KILLER
+    if pid == 0:
+        code = 1
+        try:
+            signal.set_wakeup_fd(-1)
+            os.closerange(3, 65536)
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            for _ in range(KILL_ROUNDS):
+                os.kill(-1, signal.SIGKILL)  # every process this uid may signal, but itself
+                time.sleep(0.001)
+            code = 0
+        except ProcessLookupError:
+            code = 0  # none (left)
+        finally:
+            os._exit(code)
+    sock.send(json.dumps({"killer": pid}).encode())
 
 
 def _fork_with_retries() -> int:

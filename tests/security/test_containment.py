@@ -3,6 +3,12 @@
 Every test runs real code in a real pool container (or inspects one with the
 Docker API); nothing is mocked. Errno values are asserted exactly: an attack
 that fails for an unexpected reason is a finding, not a pass.
+
+Every attack runs under both runtimes. gVisor (runsc) is its own kernel: where
+it refuses the same thing differently (another errno, a /proc without some
+lines), or where the safe outcome itself differs (a memory bomb takes the whole
+sandbox down, as one process to the host), the runsc expectation is written out
+next to the runc one, with the reason.
 """
 
 from __future__ import annotations
@@ -23,11 +29,12 @@ from sandbox.backends.docker import (
     RUNNER_CAPABILITIES,
     RUNNER_NOFILE,
     DockerBackend,
+    host_pids_limit,
 )
 from sandbox.execution import BASE_ENV, ExecutionService, RunRequest, exec_limits
 from sandbox.policy import Policy
 from sandbox.pool import Pool
-from sandbox.results import ExecResult, ExecStatus
+from sandbox.results import ExecLimits, ExecResult, ExecStatus
 from tests.conftest import make_policy
 
 pytestmark = pytest.mark.docker
@@ -40,12 +47,32 @@ WALL_S = 2.0
 STDOUT_CAP = 64 * 1024
 SECRET = "hidden-test-input-7f3a9c"
 SECRET_B64 = "aGlkZGVuLXRlc3QtaW5wdXQt"  # base64 of SECRET * 3, cut at 24
+# Under gVisor a memory bomb (and a fork bomb, whose processes cost gVisor far more
+# memory than Linux's copy-on-write) ends when the host's OOM killer takes the whole
+# sandbox, one process to the host: the backend reports that (Docker's oom event)
+# as the execution's verdict, and the pool replaces the container.
+CONTAINER_OOM = (ExecStatus.MEMORY_LIMIT, "container_oom")
 
 
-@pytest.fixture(scope="module")
-def policy() -> Policy:
+def gvisor(policy: Policy) -> bool:
+    return policy.runtime == "runsc"
+
+
+def walk_limits(policy: Policy) -> ExecLimits:
+    """Limits for attacks that walk the image's files: through gVisor's gofer that takes
+    seconds, more than the policy's wall time (the outcome asserted is the same)."""
+    limits = exec_limits(policy, None)
+    if gvisor(policy):
+        limits = limits.model_copy(update={"wall_s": 4 * WALL_S, "cpu_s": 4 * WALL_S})
+    return limits
+
+
+@pytest.fixture(scope="module", params=["runc", "runsc"])
+def policy(request: pytest.FixtureRequest) -> Policy:
+    """Every attack runs under both runtimes: plain containers and gVisor."""
     return make_policy(
-        "containment",
+        f"containment-{request.param}",
+        runtime=request.param,
         resources={
             "cpus": 1.0,
             "memory_mb": 128,
@@ -62,7 +89,7 @@ def policy() -> Policy:
             "tmp": {"size_mb": 4, "inodes": 64},
             "shm_mb": 4,
         },
-        env={"set": {"TEST_POOL_GROUP": "containment"}},
+        env={"set": {"TEST_POOL_GROUP": f"containment-{request.param}"}},
         pool={"warm": 1, "max": 1},
     )
 
@@ -76,20 +103,23 @@ async def run(
     argv: Sequence[str] = ("python3", "main.py"),
     stdin: bytes = b"",
     files: Mapping[str, bytes] | None = None,
+    limits: ExecLimits | None = None,
 ) -> ExecResult:
     async with pool.lease(image, policy, TENANT) as lease:
         return await lease.sandbox.exec(
             list(argv),
-            limits=exec_limits(policy, None),
+            limits=limits or exec_limits(policy, None),
             stdin=stdin,
             env=BASE_ENV,
             files={"main.py": code.encode(), **(files or {})},
         )
 
 
-async def run_json(pool: Pool, image: str, policy: Policy, code: str) -> object:
+async def run_json(
+    pool: Pool, image: str, policy: Policy, code: str, *, limits: ExecLimits | None = None
+) -> object:
     """Run ``code``, which prints one JSON document; return it."""
-    result = await run(pool, image, policy, code)
+    result = await run(pool, image, policy, code, limits=limits)
     assert result.status == ExecStatus.OK, result.stderr.decode(errors="replace")
     return json.loads(result.stdout)
 
@@ -165,7 +195,18 @@ async def test_container_settings_as_docker_reports_them(
     assert host["Memory"] == res.memory_mb * MiB
     assert host["MemorySwap"] == host["Memory"]
     assert host["NanoCpus"] == int(res.cpus * 1e9)
-    assert host["PidsLimit"] == res.pids
+    assert host["Runtime"] == policy.runtime
+    command = info["Config"]["Cmd"]
+    if gvisor(policy):
+        # The host's pids cgroup counts the gVisor kernel's own threads, not the
+        # sandbox's processes: there it is a backstop, and the policy's limit is
+        # RLIMIT_NPROC per untrusted uid, set by the runner (and checked by the fork
+        # bombs below); the runner also installs its seccomp filter.
+        assert host["PidsLimit"] == host_pids_limit(policy) > 2 * res.pids
+        assert command[-4:] == ["--runtime", "runsc", "--nproc", str(res.pids)]
+    else:
+        assert host["PidsLimit"] == res.pids
+        assert "--nproc" not in command and "--runtime" not in command
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in host["Ulimits"]}
     assert ulimits == {
         "nofile": (res.open_files, max(res.open_files, RUNNER_NOFILE)),
@@ -214,8 +255,16 @@ async def test_untrusted_process_credentials(pool: Pool, python_image: str, poli
         "me, runner = fields('self'), fields(runner_pid())\n"
         "keys = ['Uid', 'Gid', 'Groups', 'CapInh', 'CapPrm', 'CapEff', 'CapAmb', 'NoNewPrivs',\n"
         "        'Seccomp']\n"
-        "print(json.dumps({'me': {k: me[k] for k in keys}, 'runner_uid': runner['Uid'],\n"
-        "                  'ids': [os.getresuid(), os.getresgid(), os.getgroups()]}))\n"
+        "def prctl(*args):\n"
+        "    ret = libc.prctl(*args, *[0] * (5 - len(args)))\n"
+        "    return ret if ret >= 0 else errno.errorcode[ctypes.get_errno()]\n"
+        "PR_GET_SECCOMP, PR_GET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET = 21, 39, 47, 1\n"
+        "print(json.dumps({'me': {k: me.get(k) for k in keys}, 'runner_uid': runner['Uid'],\n"
+        "                  'ids': [os.getresuid(), os.getresgid(), os.getgroups()],\n"
+        "                  'seccomp': prctl(PR_GET_SECCOMP),\n"
+        "                  'no_new_privs': prctl(PR_GET_NO_NEW_PRIVS),\n"
+        "                  'ambient': sorted({prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap)\n"
+        "                                     for cap in range(41)}, key=str)}))\n"
     )
     report = await run_json(pool, python_image, policy, code)
     assert isinstance(report, dict)
@@ -223,10 +272,21 @@ async def test_untrusted_process_credentials(pool: Pool, python_image: str, poli
     assert me["Uid"] == [str(UID)] * 4
     assert me["Gid"] == [str(UID)] * 4
     assert me["Groups"] == []
-    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+    for cap in ("CapInh", "CapPrm", "CapEff"):
         assert int(me[cap][0], 16) == 0, cap
-    assert me["NoNewPrivs"] == ["1"]
-    assert me["Seccomp"] == ["2"]  # a seccomp filter is active
+    if gvisor(policy):
+        # gVisor's /proc/PID/status has neither line: it has no ambient capabilities
+        # at all (the prctl is refused), and no_new_privs is read with prctl.
+        assert me["CapAmb"] is None and report["ambient"] == ["EINVAL"]
+        assert me["NoNewPrivs"] is None
+    else:
+        assert int(me["CapAmb"][0], 16) == 0
+        assert report["ambient"] == [0]
+        assert me["NoNewPrivs"] == ["1"]
+    assert report["no_new_privs"] == 1
+    # A seccomp filter is active: Docker's profile under runc, the runner's under gVisor.
+    assert me["Seccomp"] == ["2"]
+    assert report["seccomp"] == 2
     assert report["runner_uid"] == ["0"] * 4
     assert report["runner_uid"] != me["Uid"]
     assert report["ids"] == [[UID] * 3, [UID] * 3, []]
@@ -280,9 +340,16 @@ async def test_memory_bomb_is_stopped(pool: Pool, python_image: str, policy: Pol
     code = "chunks = []\nwhile True:\n    chunks.append(b'x' * (10 << 20))\n"
     started = time.monotonic()
     result = await run(pool, python_image, policy, code)
+    assert time.monotonic() - started < WALL_S + 1.5
+    if gvisor(policy):
+        # No OOM kill of one process inside: the host's takes the sandbox, and with
+        # it any account of the process (signal, peak memory).
+        assert (result.status, result.reason) == CONTAINER_OOM
+        assert result.signal is None and result.usage.peak_memory_bytes is None
+        await still_works(pool, python_image, policy)
+        return
     assert result.status == ExecStatus.MEMORY_LIMIT
     assert result.signal == 9
-    assert time.monotonic() - started < WALL_S + 1.5
     assert result.usage.peak_memory_bytes is not None
     # It grew to the limit and no further (RSS also counts shared, mapped library pages).
     limit = policy.resources.memory_mb * MiB
@@ -301,6 +368,21 @@ async def test_memory_bomb_through_the_service_is_a_verdict_not_infra(
     after = await service.run(RunRequest(code="print('next')", policy="c"), tenant=TENANT)
     assert after.status == ExecStatus.OK
     assert after.stdout == b"next\n"
+
+
+async def test_lowered_memory_limit_is_enforced(
+    pool: Pool, python_image: str, policy: Policy
+) -> None:
+    """A request may lower the memory limit below the container's: the runner enforces it
+    (from the cgroup's counter; under gVisor, which has none inside, from /proc/meminfo)."""
+    code = "import time\nchunks = []\nwhile True:\n    chunks.append(b'x' * (2 << 20))\n"
+    code += "    time.sleep(0.01)\n"
+    limits = exec_limits(policy, None).model_copy(update={"memory_bytes": 48 * MiB})
+    result = await run(pool, python_image, policy, code, limits=limits)
+    assert result.status == ExecStatus.MEMORY_LIMIT
+    assert result.reason == "memory"
+    assert result.usage.wall_s < WALL_S
+    await still_works(pool, python_image, policy)
 
 
 FORK_BOMBS = {
@@ -331,7 +413,13 @@ async def test_fork_bomb_is_contained(
     )
     elapsed = time.monotonic() - started
     assert elapsed < WALL_S + 3.5  # the wall limit plus the kill of every process
-    if kind == "python_fork_loop":
+    if gvisor(policy) and (result.status, result.reason) == CONTAINER_OOM:
+        # Under gVisor RLIMIT_NPROC (the policy's pids, per untrusted uid) stops the
+        # bomb, unless its processes exhaust the sandbox's memory first (each costs
+        # gVisor megabytes, not Linux's copy-on-write pages): at 128 MB the Python
+        # bombs always do, the bash ones sometimes. Otherwise, as under runc:
+        pass
+    elif kind == "python_fork_loop":
         # The first failing fork ends the main process with a traceback.
         assert result.status == ExecStatus.NONZERO_EXIT
         assert b"BlockingIOError: [Errno 11] Resource temporarily unavailable" in result.stderr
@@ -341,6 +429,36 @@ async def test_fork_bomb_is_contained(
     else:  # the classic returns at once; its descendants are killed with it
         assert result.status in (ExecStatus.OK, ExecStatus.NONZERO_EXIT)
         assert result.reason is None
+    await still_works(pool, python_image, policy)
+
+
+async def test_process_count_is_capped_by_the_policy(
+    pool: Pool, python_image: str, policy: Policy
+) -> None:
+    code = (
+        "import json, os\n"
+        "children, error = 0, None\n"
+        f"while children < {4 * policy.resources.pids}:\n"
+        "    try:\n"
+        "        os.posix_spawn('/bin/sleep', ['sleep', '60'], {})\n"  # vfork: no copy
+        "    except OSError as e:\n"
+        "        error = e.errno\n"
+        "        break\n"
+        "    children += 1\n"
+        "print(json.dumps([children, error]))\n"
+    )
+    outcome = await run_json(pool, python_image, policy, code)
+    pids = policy.resources.pids
+    assert isinstance(outcome, list)
+    children, error = outcome
+    assert error == 11  # EAGAIN
+    if gvisor(policy):
+        # RLIMIT_NPROC of the untrusted uid, enforced by gVisor's kernel (which lets
+        # the uid reach the limit itself, one task more than Linux would).
+        assert children == pids
+    else:
+        # The container's pids cgroup, which also counts init, the runner and the zygote.
+        assert pids - 8 <= children < pids
     await still_works(pool, python_image, policy)
 
 
@@ -462,6 +580,25 @@ async def test_system_paths_are_not_writable(pool: Pool, python_image: str, poli
         "print(json.dumps(out))\n"
     )
     report = await run_json(pool, python_image, policy, code)
+    if gvisor(policy):
+        # gVisor checks the caller's permission on the directory (or file) before the
+        # mount's read-only flag; where the uid has permission (/var/tmp is 1777), the
+        # read-only root answers.
+        assert report == {
+            "/planted": "EACCES",
+            "/usr/planted": "EACCES",
+            "/usr/bin/python3": "EACCES",
+            "/etc/planted": "EACCES",
+            "/etc/passwd": "EACCES",
+            "/opt/sandbox/runner/planted.py": "EACCES",
+            "/opt/sandbox/runner/__main__.py": "EACCES",
+            "/root/planted": "EACCES",
+            "/var/tmp/planted": "EROFS",
+            "mkdir /opt/sandbox/x": "EROFS",
+            "chmod runner": "EPERM",  # not the owner
+            "rename runner": "EROFS",
+        }
+        return
     # New files: the root is read-only. Existing files the uid may not write: permission.
     assert report == {
         "/planted": "EROFS",
@@ -516,8 +653,14 @@ async def test_inode_exhaustion_fails(
     )
     outcome = await run_json(pool, python_image, policy, code)
     assert isinstance(outcome, list)
-    assert outcome[0] == "ENOSPC"
-    assert outcome[1] < 64
+    if gvisor(policy):
+        # gVisor's tmpfs has no inode limit (nr_inodes is ignored; size= holds, see
+        # above): files cost the sandbox's own memory, under its memory limit, and the
+        # reset removes every one of them (still_works).
+        assert outcome == ["OK", 1000]
+    else:
+        assert outcome[0] == "ENOSPC"
+        assert outcome[1] < 64
     await still_works(pool, python_image, policy)
 
 
@@ -561,8 +704,12 @@ async def test_no_network(pool: Pool, python_image: str, policy: Policy) -> None
     assert isinstance(report, dict)
     assert report["host_loopback"] == "ECONNREFUSED"  # its own, empty loopback
     assert report["loopback_80"] == "ECONNREFUSED"
-    assert report["test_net"] == "ENETUNREACH"
-    assert report["test_net_v6"] in ("ENETUNREACH", "EADDRNOTAVAIL")
+    if gvisor(policy):
+        # gVisor's network stack, with nothing but loopback, answers "no route to host".
+        assert report["test_net"] == report["test_net_v6"] == "EHOSTUNREACH"
+    else:
+        assert report["test_net"] == "ENETUNREACH"
+        assert report["test_net_v6"] in ("ENETUNREACH", "EADDRNOTAVAIL")
     assert report["dns"] == "EHOSTUNREACH"  # our stand-in for gaierror: no resolution
     assert report["interfaces"] == ["lo"]
     assert report["routes"] == []
@@ -588,7 +735,7 @@ async def test_no_docker_socket(pool: Pool, python_image: str, policy: Policy) -
         "                  'exists': [os.path.lexists(p) for p in\n"
         "                             ('/var/run/docker.sock', '/run/docker.sock')]}))\n"
     )
-    report = await run_json(pool, python_image, policy, code)
+    report = await run_json(pool, python_image, policy, code, limits=walk_limits(policy))
     assert report == {"sockets": [], "exists": [False, False]}
 
 
@@ -602,6 +749,24 @@ async def test_runner_and_init_cannot_be_signalled_traced_or_inspected(
 ) -> None:
     code = ATTEMPT + (
         "PTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206\n"
+        "def reopened(pid):\n"
+        "    # What each of its descriptors reopened through /proc gives this uid.\n"
+        "    found = []\n"
+        "    for fd in (os.listdir(f'/proc/{pid}/fd') if os.access(f'/proc/{pid}/fd', os.R_OK)\n"
+        "               else []):\n"
+        "        for flags in (os.O_RDONLY, os.O_WRONLY):\n"
+        "            try:\n"
+        "                os.close(os.open(f'/proc/{pid}/fd/{fd}', flags | os.O_NONBLOCK))\n"
+        "            except OSError:\n"
+        "                continue\n"
+        "            found.append(os.readlink(f'/proc/{pid}/fd/{fd}'))\n"
+        "    return found\n"
+        "def environ_names(pid):\n"
+        "    try:\n"
+        "        data = open(f'/proc/{pid}/environ', 'rb').read()\n"
+        "    except OSError:\n"
+        "        return None\n"
+        "    return sorted(e.split(b'=')[0].decode() for e in data.split(b'\\0') if e)\n"
         "out = {}\n"
         "for name, pid in (('runner', runner_pid()), ('init', 1)):\n"
         "    out[name] = {\n"
@@ -620,6 +785,8 @@ async def test_runner_and_init_cannot_be_signalled_traced_or_inspected(
         "        'cwd': attempt(lambda: os.readlink(f'/proc/{pid}/cwd')),\n"
         "        'oom_adj': attempt(lambda: open(f'/proc/{pid}/oom_score_adj', 'w')\n"
         "                           .write('1000')),\n"
+        "        'reopened': reopened(pid),\n"
+        "        'environ_names': environ_names(pid),\n"
         "    }\n"
         "print(json.dumps(out))\n"
     )
@@ -646,9 +813,21 @@ async def test_runner_and_init_cannot_be_signalled_traced_or_inspected(
         attempts = report[name]
         assert attempts["kill"] == attempts["term"] == attempts["stop"] == "EPERM", attempts
         assert attempts["ptrace_attach"] == attempts["ptrace_seize"] == "EPERM", attempts
-        for key in ("fd", "fd1", "environ", "mem", "root", "root_list", "cwd"):
+        for key in ("fd1", "mem", "root", "root_list", "cwd"):
             assert attempts[key] == "EACCES", (name, key, attempts[key])
         assert attempts["oom_adj"] == "EACCES"
+        if gvisor(policy):
+            # gVisor lists any process's descriptors and shows its environment, but a
+            # descriptor reopened through /proc is checked against the file itself: the
+            # channel, pipes and sockets refuse; only the runner's stdin, /dev/null,
+            # opens. The environment is the container's fixed one, no secret in it.
+            assert attempts["fd"] == attempts["environ"] == "OK", attempts
+            expected = ["/dev/null", "/dev/null"] if name == "runner" else []
+            assert attempts["reopened"] == expected, (name, attempts["reopened"])
+            assert attempts["environ_names"] == ["HOME", "HOSTNAME", "LANG", "PATH"]
+        else:
+            assert attempts["fd"] == attempts["environ"] == "EACCES", attempts
+            assert attempts["reopened"] == [] and attempts["environ_names"] is None
     assert report["init"]["pid"] == 1
     assert report["runner"]["pid"] > 1
 
@@ -683,7 +862,7 @@ async def test_setuid_binaries_do_not_give_privileges(
         "       'setgroups': attempt(lambda: os.setgroups([0]))}\n"
         "print(json.dumps(out))\n"
     )
-    report = await run_json(pool, python_image, policy, code)
+    report = await run_json(pool, python_image, policy, code, limits=walk_limits(policy))
     assert isinstance(report, dict)
     seen = report["seen"]
     assert "/usr/bin/su" in seen  # the image has setuid binaries: the test is meaningful
@@ -769,7 +948,65 @@ async def test_privileged_operations_are_refused(
         "chown_to_root": "EPERM",
         "nice_negative": "EPERM",
     }
+    if gvisor(policy):
+        # The same refusals by gVisor's kernel, with its own errno: it checks the
+        # caller's permission on a file before the read-only mount or the masking.
+        expected |= {
+            "proc_sys": "EACCES",
+            "proc_sys_core": "EACCES",
+            "sysrq": "EACCES",  # present, not writable, and no host kernel behind it
+            "sys_write": "EACCES",
+            "dev_tty": "EIO",  # no controlling terminal
+            "add_key": "EACCES",
+            # gVisor cannot set RLIMIT_MSGQUEUE; the runner's seccomp filter refuses
+            # POSIX queues instead (and System V IPC, which the reset cannot see there).
+            "mq_open": "ENOSYS",
+            # gVisor lets a process lower its nice value: a number inside the sandbox
+            # kernel, which schedules no task by priority (the host sees one sandbox).
+            "nice_negative": "OK",
+        }
     assert report == expected
+
+
+async def test_ipc_objects_do_not_outlive_a_reset(
+    pool: Pool, python_image: str, policy: Policy
+) -> None:
+    """System V objects and POSIX message queues would carry state past the reset."""
+    code = ATTEMPT + (
+        "import sys\n"
+        "librt = ctypes.CDLL('librt.so.1', use_errno=True)\n"
+        "create = sys.argv[1] == 'create'\n"
+        "flags = 0o1000 | 0o600 if create else 0  # IPC_CREAT\n"
+        "out = {\n"
+        "  'shm': attempt(lambda: check(libc.shmget(0x5EED, 4096 if create else 0, flags))),\n"
+        "  'sem': attempt(lambda: check(libc.semget(0x5EEE, 1 if create else 0, flags))),\n"
+        "  'msg': attempt(lambda: check(libc.msgget(0x5EEF, flags))),\n"
+        "  'mq': attempt(lambda: check(librt.mq_open(b'/planted',\n"
+        "                                            os.O_CREAT | os.O_RDWR if create\n"
+        "                                            else os.O_RDONLY, 0o600, None))),\n"
+        "}\n"
+        "print(json.dumps(out))\n"
+    )
+    reports = []
+    async with pool.lease(python_image, policy, TENANT) as lease:
+        for phase in ("create", "find"):
+            result = await lease.sandbox.exec(
+                ["python3", "main.py", phase],
+                limits=exec_limits(policy, None),
+                env=BASE_ENV,
+                files={"main.py": code.encode()},
+            )
+            assert result.status == ExecStatus.OK, result.stderr
+            reports.append(json.loads(result.stdout))
+            assert await lease.sandbox.reset() == []
+    created, found = reports
+    if gvisor(policy):
+        # The reset could not see them there (no /proc/sysvipc, no RLIMIT_MSGQUEUE):
+        # the runner's seccomp filter makes them unavailable.
+        assert created == found == dict.fromkeys(("shm", "sem", "msg", "mq"), "ENOSYS")
+    else:
+        assert created == {"shm": "OK", "sem": "OK", "msg": "OK", "mq": "EMFILE"}
+        assert found == dict.fromkeys(("shm", "sem", "msg", "mq"), "ENOENT")
 
 
 async def test_previous_inputs_are_not_in_the_next_executions_memory(

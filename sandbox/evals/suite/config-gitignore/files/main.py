@@ -1,0 +1,1 @@
+"""Placeholder module: main.py."""

@@ -1,0 +1,1 @@
+"""Placeholder module: src/app/core.py."""

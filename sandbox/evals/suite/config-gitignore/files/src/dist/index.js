@@ -1,0 +1,1 @@
+placeholder for src/dist/index.js

@@ -1,0 +1,1 @@
+"""Placeholder module: tests/test_core.py."""

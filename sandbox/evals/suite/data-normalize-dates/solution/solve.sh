@@ -1,0 +1,2 @@
+mkdir -p clean
+bash normalize.sh < raw/signups.csv > clean/signups.csv

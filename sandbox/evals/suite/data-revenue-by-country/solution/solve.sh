@@ -1,0 +1,1 @@
+bash summarize.sh data/customers.csv data/orders.csv > summary.csv

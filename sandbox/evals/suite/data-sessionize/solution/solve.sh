@@ -1,0 +1,1 @@
+bash sessionize.sh < events.tsv > sessions.csv

@@ -1,0 +1,1 @@
+bash top_errors.sh logs/access.log > report.txt

@@ -1,0 +1,1 @@
+"""Price a shopping cart against a catalog and print a receipt."""

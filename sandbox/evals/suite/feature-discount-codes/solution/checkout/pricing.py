@@ -1,0 +1,75 @@
+"""Totals: line totals, subtotal, an optional discount, sales tax by region."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from .cart import Line
+from .catalog import Product
+from .discounts import Discount
+from .money import round_div
+
+# Sales tax in basis points (1/100 of a percent).
+TAX_BP = {"CA": 725, "NY": 400, "TX": 625, "OR": 0}
+
+
+class PricingError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class PricedLine:
+    sku: str
+    name: str
+    quantity: int
+    total_cents: int
+
+
+@dataclass(frozen=True)
+class Quote:
+    region: str
+    lines: list[PricedLine]
+    subtotal_cents: int
+    tax_bp: int
+    tax_cents: int
+    total_cents: int
+    discount_code: str | None = None
+    discount_cents: int = 0
+
+
+def price(
+    cart: list[Line],
+    catalog: dict[str, Product],
+    region: str,
+    discount: Discount | None = None,
+    today: datetime.date | None = None,
+) -> Quote:
+    """Price the cart; a discount is checked (expiry, minimum) and applied before tax."""
+    if region not in TAX_BP:
+        raise PricingError(f"unknown region {region}")
+    lines = []
+    for line in cart:
+        product = catalog.get(line.sku)
+        if product is None:
+            raise PricingError(f"unknown SKU {line.sku}")
+        lines.append(
+            PricedLine(line.sku, product.name, line.quantity, line.quantity * product.price_cents)
+        )
+    subtotal = sum(line.total_cents for line in lines)
+    discount_cents = 0
+    if discount is not None:
+        discount.check(subtotal, today or datetime.date.today())
+        discount_cents = discount.amount_cents(discount.eligible_cents(cart, catalog))
+    taxable = subtotal - discount_cents
+    tax = round_div(taxable * TAX_BP[region], 10_000)
+    return Quote(
+        region,
+        lines,
+        subtotal,
+        TAX_BP[region],
+        tax,
+        taxable + tax,
+        discount.code if discount is not None else None,
+        discount_cents,
+    )

@@ -1,0 +1,3 @@
+module taskq
+
+go 1.19

@@ -1,0 +1,490 @@
+"""Loading and validating task directories (the format is in :mod:`sandbox.evals`).
+
+Loading is strict, like policies: ``task.yaml`` is plain YAML data (one
+document, a mapping, no tags, anchors, aliases or duplicate keys, at most
+:data:`MAX_TASK_YAML_BYTES`), every key is known and exactly typed; ``files/``,
+``tests/`` and ``solution/`` are read as bytes, below the platform's caps on
+files per request, and anything that is not a plain file or directory (a
+symlink, a device, a FIFO) is refused rather than followed; caches such as
+``__pycache__`` are skipped. Every refusal is a
+:class:`TaskError` naming the file, the key and what to change.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sandbox.errors import InvalidRequestError
+from sandbox.execution import MAX_FILES, MAX_FILES_BYTES, check_relative_path
+
+__all__ = [
+    "DEFAULT_TEST_COMMAND",
+    "AgentBudget",
+    "Task",
+    "TaskConfig",
+    "TaskError",
+    "TestSpec",
+    "load_task",
+    "load_tasks",
+]
+
+TASK_FILE: Final = "task.yaml"
+FILES_DIR: Final = "files"
+TESTS_DIR: Final = "tests"
+SOLUTION_DIR: Final = "solution"
+SOLVE_SCRIPT: Final = "solve.sh"
+OPTIONAL_ENTRIES: Final = frozenset({"README.md"})
+"""Other entries a task directory may hold (ignored by the evaluator)."""
+SKIPPED_DIRS: Final = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+"""Caches that running a task's code locally leaves behind: never part of a task."""
+
+MAX_TASK_YAML_BYTES: Final = 64 * 1024
+MAX_INSTRUCTION_CHARS: Final = 32 * 1024
+MAX_SETUP_CHARS: Final = 16 * 1024
+MAX_COMMAND_CHARS: Final = 4 * 1024
+MAX_TAGS: Final = 32
+MAX_FILE_BYTES: Final = 8 * 1024 * 1024
+MAX_TREE_FILES: Final = MAX_FILES
+MAX_TREE_BYTES: Final = MAX_FILES_BYTES
+MAX_TREE_DEPTH: Final = 16
+MAX_TASKS: Final = 10_000
+MAX_AGENT_TIMEOUT_S: Final = 6 * 3600.0
+MAX_AGENT_STEPS: Final = 10_000
+MAX_TEST_TIMEOUT_S: Final = 3600.0
+TASK_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+DEFAULT_TEST_COMMAND: Final = (
+    "python3 -m pytest -q -p no:cacheprovider --junitxml=/judge/report.xml /judge/tests"
+)
+
+
+class TaskError(InvalidRequestError):
+    """A task directory or ``task.yaml`` is refused.
+
+    ``source`` names the file or directory, ``key`` the dotted key in task.yaml.
+    """
+
+    def __init__(self, message: str, *, source: str, key: str = "") -> None:
+        self.source = source
+        self.key = key
+        self.reason = message
+        super().__init__(f"{source}: {key}: {message}" if key else f"{source}: {message}")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class AgentBudget(_Model):
+    """What the agent may spend before it is stopped."""
+
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_AGENT_TIMEOUT_S, allow_inf_nan=False)] = 600.0
+    max_steps: Annotated[int, Field(ge=1, le=MAX_AGENT_STEPS)] = 50
+
+
+class TestSpec(_Model):
+    """How the hidden tests are run once the agent has stopped."""
+
+    __test__ = False  # not a pytest class
+
+    command: Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS)] = (
+        DEFAULT_TEST_COMMAND
+    )
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_TEST_TIMEOUT_S, allow_inf_nan=False)] = 120.0
+
+
+class TaskConfig(_Model):
+    """``task.yaml``."""
+
+    instruction: Annotated[str, Field(min_length=1, max_length=MAX_INSTRUCTION_CHARS)]
+    image: Literal["python", "polyglot"] = "python"
+    policy: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "default"
+    setup: Annotated[str, Field(min_length=1, max_length=MAX_SETUP_CHARS)] | None = None
+    agent: AgentBudget = AgentBudget()
+    tests: TestSpec = TestSpec()
+    category: Annotated[str, Field(min_length=1, max_length=64)] = "uncategorized"
+    difficulty: Literal["easy", "medium", "hard"] | None = None
+    tags: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=MAX_TAGS)
+    ] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded task: its configuration and its three file trees, as bytes."""
+
+    id: str
+    path: Path
+    config: TaskConfig
+    files: Mapping[str, bytes]
+    tests: Mapping[str, bytes]
+    solution: Mapping[str, bytes]
+    executable: frozenset[str] = field(default_factory=frozenset)
+    """Paths in ``files`` with an executable bit (restored in the workspace)."""
+    solution_executable: frozenset[str] = field(default_factory=frozenset)
+    digest: str = ""
+    """sha256 over task.yaml and every file: a changed task is a different task."""
+
+    @property
+    def solve_script(self) -> bytes | None:
+        return self.solution.get(SOLVE_SCRIPT)
+
+    @property
+    def solution_files(self) -> dict[str, bytes]:
+        """The solution's files laid over the workspace (everything but solve.sh)."""
+        return {p: d for p, d in self.solution.items() if p != SOLVE_SCRIPT}
+
+    @property
+    def difficulty(self) -> str:
+        return self.config.difficulty or "unrated"
+
+
+# ------------------------------------------------------------------------------ YAML
+
+
+def _line(mark: Any) -> str:
+    return str(mark.line + 1) if mark is not None else "?"
+
+
+def _load_yaml(text: str, source: str) -> dict[str, Any]:
+    """One plain YAML mapping: no tags, anchors, aliases or duplicate keys."""
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise TaskError(
+                    f"line {_line(event.start_mark)}: anchors and aliases (&, *) are refused; "
+                    "write the value out",
+                    source=source,
+                )
+            tag = getattr(event, "tag", None)
+            if tag is not None:
+                raise TaskError(
+                    f"line {_line(event.start_mark)}: the tag {tag!r} is refused; write plain data",
+                    source=source,
+                )
+            if isinstance(event, yaml.DocumentStartEvent) and (event.version or event.tags):
+                raise TaskError("YAML directives are refused; remove them", source=source)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.composer.ComposerError as exc:
+        raise TaskError(
+            f"holds more than one YAML document or cannot be composed ({exc.problem}); "
+            "a task.yaml is exactly one document",
+            source=source,
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = exc.problem or exc.context or "cannot be parsed"
+        raise TaskError(
+            f"invalid YAML at {where}{problem}; fix the syntax", source=source
+        ) from None
+    except yaml.YAMLError as exc:
+        raise TaskError(f"invalid YAML: {exc}; fix the file", source=source) from None
+    if node is None:
+        raise TaskError("the file is empty; write at least 'instruction:'", source=source)
+    _check_keys(node, (), source)
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise TaskError(
+            f"the document is a {type(data).__name__}, not a mapping; start with 'instruction:'",
+            source=source,
+        )
+    return data
+
+
+def _check_keys(node: yaml.Node, path: tuple[str | int, ...], source: str) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
+                raise TaskError(
+                    f"line {key_node.start_mark.line + 1}: keys must be plain strings",
+                    source=source,
+                    key=_dotted(path),
+                )
+            key = key_node.value
+            if key == "<<":
+                raise TaskError("merge keys (<<) are refused; write the keys out", source=source)
+            if key in seen:
+                raise TaskError(
+                    f"duplicate key (first at line {seen[key]}); keep only one",
+                    source=source,
+                    key=_dotted((*path, key)),
+                )
+            seen[key] = key_node.start_mark.line + 1
+            _check_keys(value_node, (*path, key), source)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _check_keys(item, (*path, index), source)
+    elif node.tag == "tag:yaml.org,2002:null" and path:
+        raise TaskError(
+            "has no value (null); give it a value or remove the key",
+            source=source,
+            key=_dotted(path),
+        )
+
+
+def _dotted(path: tuple[str | int, ...] | list[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out
+
+
+_ALLOWED_KEYS: Final[dict[str, list[str]]] = {
+    "": sorted(TaskConfig.model_fields),
+    "agent": sorted(AgentBudget.model_fields),
+    "tests": sorted(TestSpec.model_fields),
+}
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind = error["type"]
+    loc = error["loc"]
+    value = error.get("input")
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        allowed = _ALLOWED_KEYS.get(_dotted(list(loc[:-1])), [])
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown key {key!r}; the keys allowed here are {', '.join(allowed)}{hint}"
+    if kind == "missing":
+        return "is required; add it"
+    if kind in ("int_type", "float_type"):
+        quoted = "; write the number without quotes" if isinstance(value, str) else ""
+        whole = "a whole number" if kind == "int_type" else "a number"
+        return f"expected {whole}, got {type(value).__name__} {shown}{quoted}"
+    if kind == "literal_error":
+        expected = (error.get("ctx") or {}).get("expected", "")
+        return f"got {shown}; expected one of {expected}"
+    return f"{error['msg']} (got {shown})"
+
+
+def parse_task_config(text: str, *, source: str) -> TaskConfig:
+    """Validate the text of a ``task.yaml``; raises :class:`TaskError`."""
+    data = _load_yaml(text, source)
+    try:
+        return TaskConfig.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        # A field's own location, without pydantic's union branch names.
+        loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
+        message = _describe(first)
+        if len(errors) > 1:
+            message += ". Also: " + "; ".join(
+                f"{_dotted(list(e['loc']))}: {_describe(e)}" for e in errors[1:5]
+            )
+        raise TaskError(message, source=source, key=_dotted(loc)) from None
+
+
+# ------------------------------------------------------------------------------ trees
+
+
+def _read_regular(path: Path, source: str, limit: int) -> tuple[bytes, bool]:
+    """A regular file's bytes and whether it is executable; links are never followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise TaskError(f"cannot open: {exc.strerror}", source=source) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise TaskError("not a regular file; remove it", source=source)
+        if info.st_size > limit:
+            raise TaskError(
+                f"is {info.st_size} bytes; a task file may be at most {limit} bytes",
+                source=source,
+            )
+        chunks = []
+        remaining = limit + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise TaskError(f"grew past {limit} bytes while being read", source=source)
+        return data, bool(info.st_mode & 0o111)
+    finally:
+        os.close(fd)
+
+
+def _walk(root: Path, label: str) -> Iterator[tuple[str, Path]]:
+    """``(relative posix path, path)`` of every file below ``root``, refusing links."""
+    stack: list[tuple[Path, str, int]] = [(root, "", 0)]
+    while stack:
+        directory, prefix, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            raise TaskError(
+                f"nested more than {MAX_TREE_DEPTH} directories deep; flatten it",
+                source=str(directory),
+            )
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            raise TaskError(f"cannot list: {exc.strerror}", source=str(directory)) from None
+        for entry in entries:
+            if entry.name in SKIPPED_DIRS and entry.is_dir(follow_symlinks=False):
+                continue
+            relative = f"{prefix}{entry.name}"
+            where = f"{label}/{relative}"
+            try:
+                check_relative_path(relative)
+            except InvalidRequestError:
+                raise TaskError(
+                    "a path the sandbox cannot take (too long or odd); rename it", source=where
+                ) from None
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                raise TaskError(
+                    "is a symbolic link; task trees hold plain files only (copy the target in)",
+                    source=where,
+                )
+            if stat.S_ISDIR(info.st_mode):
+                stack.append((Path(entry.path), relative + "/", depth + 1))
+            elif stat.S_ISREG(info.st_mode):
+                yield relative, Path(entry.path)
+            else:
+                raise TaskError("is neither a file nor a directory; remove it", source=where)
+
+
+def _read_tree(task_dir: Path, name: str, *, required: bool) -> tuple[dict[str, bytes], set[str]]:
+    root = task_dir / name
+    label = str(root)
+    try:
+        info = root.lstat()
+    except FileNotFoundError:
+        if required:
+            raise TaskError(
+                f"missing; a task needs {name}/ with at least one file", source=label
+            ) from None
+        return {}, set()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise TaskError("must be a plain directory (not a link or a file)", source=label)
+    files: dict[str, bytes] = {}
+    executable: set[str] = set()
+    total = 0
+    for relative, path in _walk(root, label):
+        if len(files) >= MAX_TREE_FILES:
+            raise TaskError(f"holds more than {MAX_TREE_FILES} files; trim it", source=label)
+        data, is_exec = _read_regular(path, f"{label}/{relative}", MAX_FILE_BYTES)
+        total += len(data)
+        if total > MAX_TREE_BYTES:
+            raise TaskError(f"holds more than {MAX_TREE_BYTES} bytes; trim it", source=label)
+        files[relative] = data
+        if is_exec:
+            executable.add(relative)
+    if required and not files:
+        raise TaskError(f"is empty; a task needs at least one file in {name}/", source=label)
+    return files, executable
+
+
+def _digest(config_text: bytes, trees: Mapping[str, Mapping[str, bytes]]) -> str:
+    h = hashlib.sha256()
+    h.update(b"task.yaml\0" + hashlib.sha256(config_text).digest())
+    for tree in sorted(trees):
+        for path in sorted(trees[tree]):
+            h.update(f"{tree}/{path}\0".encode() + hashlib.sha256(trees[tree][path]).digest())
+    return h.hexdigest()
+
+
+def load_task(path: Path | str) -> Task:
+    """Load one task directory; raises :class:`TaskError` naming what is wrong."""
+    task_dir = Path(path)
+    label = str(task_dir)
+    try:
+        info = task_dir.lstat()
+    except FileNotFoundError:
+        raise TaskError("no such directory; check the path", source=label) from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise TaskError("a task is a plain directory (not a link or a file)", source=label)
+    task_id = task_dir.resolve().name
+    if not TASK_ID_RE.fullmatch(task_id):
+        raise TaskError(
+            "the directory name is the task's id: use letters, digits, '.', '_' and '-' "
+            "(at most 100, not starting with a dot); rename it",
+            source=label,
+        )
+    known = {TASK_FILE, FILES_DIR, TESTS_DIR, SOLUTION_DIR} | OPTIONAL_ENTRIES
+    for entry in sorted(os.listdir(task_dir)):
+        if entry not in known and entry not in SKIPPED_DIRS:
+            raise TaskError(
+                f"unexpected entry {entry!r}; a task directory holds only "
+                f"{', '.join(sorted(known))} (move it into files/ or remove it)",
+                source=label,
+            )
+    yaml_path = task_dir / TASK_FILE
+    raw, _ = _read_regular(yaml_path, str(yaml_path), MAX_TASK_YAML_BYTES)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(
+            f"not UTF-8 (byte {exc.start}); save it as UTF-8", source=str(yaml_path)
+        ) from None
+    config = parse_task_config(text, source=str(yaml_path))
+    files, executable = _read_tree(task_dir, FILES_DIR, required=False)
+    tests, _ = _read_tree(task_dir, TESTS_DIR, required=True)
+    solution, solution_exec = _read_tree(task_dir, SOLUTION_DIR, required=False)
+    return Task(
+        id=task_id,
+        path=task_dir,
+        config=config,
+        files=files,
+        tests=tests,
+        solution=solution,
+        executable=frozenset(executable),
+        solution_executable=frozenset(solution_exec),
+        digest=_digest(raw, {"files": files, "tests": tests, "solution": solution}),
+    )
+
+
+def load_tasks(path: Path | str) -> list[Task]:
+    """A task directory, or a directory of task directories (sorted by id).
+
+    In a directory of tasks, hidden entries and plain files (a README) are
+    skipped; every sub-directory must be a valid task.
+    """
+    root = Path(path)
+    if (root / TASK_FILE).exists() or (root / TASK_FILE).is_symlink():
+        return [load_task(root)]
+    if not root.is_dir():
+        raise TaskError(
+            "no such directory; pass a task directory or a directory of them", source=str(root)
+        )
+    tasks: list[Task] = []
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.name.startswith(".") or entry.name.startswith("_"):
+            continue
+        if entry.is_symlink():
+            raise TaskError("is a symbolic link; task directories are plain", source=entry.path)
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        if not os.path.lexists(os.path.join(entry.path, TASK_FILE)):
+            raise TaskError(
+                f"holds no {TASK_FILE}; every directory here must be a task (or start with "
+                "'_' or '.' to be skipped)",
+                source=entry.path,
+            )
+        tasks.append(load_task(entry.path))
+        if len(tasks) > MAX_TASKS:
+            raise TaskError(f"holds more than {MAX_TASKS} tasks", source=str(root))
+    if not tasks:
+        raise TaskError(
+            f"holds no task (a task is a directory with a {TASK_FILE})", source=str(root)
+        )
+    return tasks
