@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from sandbox.platform import Platform
 from sandbox.tenants import Tenant
@@ -19,15 +20,19 @@ async def get_platform(request: Request) -> Platform:
 PlatformDep = Annotated[Platform, Depends(get_platform)]
 
 
+# Security schemes rather than plain header parameters: the OpenAPI schema then says how to
+# authenticate (and clients and fuzzers do not take the key for a free-form input).
+_bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <API key>`")
+_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The API key.")
+
+
 async def get_tenant(
     platform: PlatformDep,
-    authorization: Annotated[str | None, Header()] = None,
-    x_api_key: Annotated[str | None, Header()] = None,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+    x_api_key: Annotated[str | None, Security(_api_key)],
 ) -> Tenant:
     """The tenant of the presented API key (401 without one when keys are configured)."""
-    presented = x_api_key
-    if authorization and authorization.lower().startswith("bearer "):
-        presented = authorization[7:].strip()
+    presented = bearer.credentials if bearer is not None else x_api_key
     return platform.keyring.authenticate(presented)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -11,7 +13,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sandbox import metrics
-from sandbox.errors import CapacityError, SandboxError, status_and_code
+from sandbox.errors import ERROR_CODES, CapacityError, SandboxError, status_and_code
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +26,36 @@ class ErrorBody(BaseModel):
     detail: list[dict[str, object]] | None = None
 
 
-def _response(status: int, body: ErrorBody, headers: dict[str, str] | None = None) -> JSONResponse:
+# Codes the HTTP layer answers with besides ERROR_CODES' (middleware, routing, parsing).
+_HTTP_LAYER_CODES = {413: ("body_too_large",), 415: ("unsupported_media_type",)}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error statuses an operation can answer, all ``ErrorBody``.
+
+    Declaring 422 here also replaces FastAPI's own validation-error schema, which is not
+    the body we send.
+    """
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        codes = [code for _, known, code in ERROR_CODES if known == status]
+        codes += _HTTP_LAYER_CODES.get(status, ())
+        entry: dict[str, Any] = {"model": ErrorBody, "description": "code: " + ", ".join(codes)}
+        if status == 429:
+            entry["headers"] = {
+                "Retry-After": {
+                    "description": "Seconds to wait before retrying.",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 1},
+                }
+            }
+        responses[status] = entry
+    return responses
+
+
+def _response(
+    status: int, body: ErrorBody, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
 
 
@@ -54,8 +85,11 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400:  # FastAPI could not read the body (not UTF-8, say): malformed
+        message = f"{exc.detail}; send the body as UTF-8 JSON"
+        return _response(422, ErrorBody(code="invalid_request", message=message))
     code = _HTTP_CODES.get(exc.status_code, "http_error")
-    return _response(exc.status_code, ErrorBody(code=code, message=str(exc.detail)))
+    return _response(exc.status_code, ErrorBody(code=code, message=str(exc.detail)), exc.headers)
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

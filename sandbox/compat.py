@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import InvalidRequestError
 from .execution import ExecutionService, RunRequest
 from .judge import Judge, JudgeRequest, JudgeResult
-from .policy import LimitOverrides
+from .policy import MIN_MEMORY_MB, MIN_TIME_S, LimitOverrides
 from .results import ExecResult, ExecStatus
 
 INFRA_RETRIES = 2
@@ -40,9 +40,11 @@ class RunCodeRequest(BaseModel):
     code: str
     language: str = "python"
     stdin: str | None = None
-    compile_timeout: float = Field(default=10, gt=0)
-    run_timeout: float = Field(default=10, gt=0)
-    memory_limit_MB: int = -1
+    compile_timeout: float = Field(default=10, ge=MIN_TIME_S, allow_inf_nan=False)
+    run_timeout: float = Field(default=10, ge=MIN_TIME_S, allow_inf_nan=False)
+    memory_limit_MB: int = Field(
+        default=-1, description=f"0 or less: the policy's; else at least {MIN_MEMORY_MB}"
+    )
     files: dict[str, str | None] = Field(default_factory=dict, description="path -> base64")
     fetch_files: list[str] = Field(default_factory=list)
 
@@ -90,6 +92,11 @@ async def run_code(
 ) -> RunCodeResponse:
     """Run a SandboxFusion request on our pool."""
     limits = service.policy(policy).resources
+    if 0 < request.memory_limit_MB < MIN_MEMORY_MB:
+        raise InvalidRequestError(
+            f"memory_limit_MB={request.memory_limit_MB} is below {MIN_MEMORY_MB}; send at least "
+            f"{MIN_MEMORY_MB}, or -1 for the policy's"
+        )
     overrides = LimitOverrides(
         wall_time_s=min(request.run_timeout, limits.wall_time_s),
         cpu_time_s=min(request.run_timeout, limits.cpu_time_s),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -97,7 +96,7 @@ def decode_files(text: Mapping[str, str], encoded: Mapping[str, str]) -> dict[st
     for path, data in encoded.items():
         try:
             files[check_relative_path(path)] = base64.b64decode(data, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a character outside ASCII
             raise InvalidRequestError(f"files_base64[{path!r}] is not base64") from None
     if sum(len(data) for data in files.values()) > MAX_FILES_BYTES:
         raise PayloadTooLargeError(f"files total more than {MAX_FILES_BYTES} bytes")

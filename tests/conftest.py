@@ -54,7 +54,9 @@ def leaked_containers(client: docker.DockerClient) -> list[str]:
     Containers of other live services on the same engine are not this session's.
     """
     leaked = []
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"}):
+    labelled = {"label": f"{LABEL_MANAGED}=1"}
+    # ignore_removed: another run on the engine may remove a container between list and inspect.
+    for container in client.containers.list(all=True, filters=labelled, ignore_removed=True):
         owner = container.labels.get(LABEL_OWNER, "")
         if owner == owner_label() or not owner_alive(owner):
             leaked.append(container.short_id)

@@ -11,11 +11,12 @@ from sandbox.audit import AuditRecord
 from sandbox.errors import ForbiddenError
 
 from ..deps import PlatformDep, TenantDep
+from ..errors import error_responses
 
 router = APIRouter(prefix="/v1", tags=["audit"])
 
 
-@router.get("/audit", response_model=list[AuditRecord])
+@router.get("/audit", response_model=list[AuditRecord], responses=error_responses(401, 403, 422))
 async def audit(
     platform: PlatformDep,
     tenant: TenantDep,

@@ -9,11 +9,16 @@ from sandbox.compat import get_reward as judge_rewards
 from sandbox.compat import run_code as run_sandboxfusion
 
 from ..deps import PlatformDep, WorkingTenantDep
+from ..errors import error_responses
 
 router = APIRouter(tags=["compatibility"])
 
 
-@router.post("/run_code", response_model=RunCodeResponse)
+@router.post(
+    "/run_code",
+    response_model=RunCodeResponse,
+    responses=error_responses(401, 403, 404, 413, 415, 422, 429, 503, 504),
+)
 async def run_code(
     request: RunCodeRequest, platform: PlatformDep, tenant: WorkingTenantDep
 ) -> RunCodeResponse:
@@ -22,7 +27,11 @@ async def run_code(
     return await run_sandboxfusion(platform.execution, request, tenant=tenant.name)
 
 
-@router.post("/get_reward", response_model=RewardResponse)
+@router.post(
+    "/get_reward",
+    response_model=RewardResponse,
+    responses=error_responses(401, 403, 404, 413, 415, 422, 429, 503, 504),
+)
 async def get_reward(
     request: RewardRequest, platform: PlatformDep, tenant: WorkingTenantDep
 ) -> RewardResponse:

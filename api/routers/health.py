@@ -24,7 +24,11 @@ async def healthz(platform: PlatformDep) -> Health:
     return Health(status="ok", policies=list(platform.policy_names()), images=platform.images)
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 async def prometheus_metrics(platform: PlatformDep) -> Response:
     """Prometheus text format: executions by status, latency histograms, pool sizes, queue depth."""
     status = platform.pool.status()

@@ -11,12 +11,17 @@ from sandbox.evaluate import EvaluateRequest
 from sandbox.judge import JudgeRequest, JudgeResult
 
 from ..deps import PlatformDep, TenantDep, WorkingTenantDep
+from ..errors import error_responses
 from ..responses import json_response
 
 router = APIRouter(prefix="/v1", tags=["judge"])
 
 
-@router.post("/judge", response_model=JudgeResult)
+@router.post(
+    "/judge",
+    response_model=JudgeResult,
+    responses=error_responses(401, 403, 404, 413, 415, 422, 429, 503, 504),
+)
 async def judge(request: JudgeRequest, platform: PlatformDep, tenant: WorkingTenantDep) -> Response:
     """Run a submission against its hidden tests: per-test verdicts, passed/total, reward.
 
@@ -29,7 +34,10 @@ async def judge(request: JudgeRequest, platform: PlatformDep, tenant: WorkingTen
 @router.post(
     "/evaluate",
     response_class=StreamingResponse,
-    responses={200: {"content": {"application/x-ndjson": {}}}},
+    responses={
+        200: {"content": {"application/x-ndjson": {}}},
+        **error_responses(401, 403, 404, 413, 415, 422, 429),
+    },
 )
 async def evaluate(
     request: EvaluateRequest,

@@ -7,11 +7,12 @@ from fastapi import APIRouter
 from sandbox.pool import PoolStatus
 
 from ..deps import PlatformDep, TenantDep
+from ..errors import error_responses
 
 router = APIRouter(prefix="/v1", tags=["pool"])
 
 
-@router.get("/pool", response_model=PoolStatus)
+@router.get("/pool", response_model=PoolStatus, responses=error_responses(401))
 async def pool_status(platform: PlatformDep, _: TenantDep) -> PoolStatus:
     """Counts per (policy, image) group: idle, busy, starting, resetting, waiting."""
     return platform.pool.status()

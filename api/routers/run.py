@@ -8,12 +8,17 @@ from sandbox.execution import RunRequest
 from sandbox.results import RunResult
 
 from ..deps import PlatformDep, WorkingTenantDep
+from ..errors import error_responses
 from ..responses import json_response
 
 router = APIRouter(prefix="/v1", tags=["run"])
 
 
-@router.post("/run", response_model=RunResult)
+@router.post(
+    "/run",
+    response_model=RunResult,
+    responses=error_responses(401, 403, 404, 413, 415, 422, 429, 503, 504),
+)
 async def run(request: RunRequest, platform: PlatformDep, tenant: WorkingTenantDep) -> Response:
     """Run ``code`` in ``language`` under ``policy``; user-code failures are statuses."""
     tenant.allow_policy(request.policy)

@@ -12,6 +12,7 @@ from sandbox.results import RunResult
 from sandbox.sessions import Command, DirEntry, SessionInfo, SessionSpec
 
 from ..deps import PlatformDep, TenantDep, WorkingTenantDep
+from ..errors import error_responses
 from ..responses import json_response
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -33,7 +34,12 @@ class SnapshotCreated(BaseModel):
     snapshot_id: str
 
 
-@router.post("", response_model=SessionInfo, status_code=201)
+@router.post(
+    "",
+    response_model=SessionInfo,
+    status_code=201,
+    responses=error_responses(401, 403, 404, 413, 415, 422, 429, 503, 504),
+)
 async def create(spec: SessionSpec, platform: PlatformDep, tenant: WorkingTenantDep) -> Response:
     """Start a session (optionally from a snapshot), write its files, run its set-up."""
     tenant.allow_policy(spec.policy)
@@ -43,17 +49,21 @@ async def create(spec: SessionSpec, platform: PlatformDep, tenant: WorkingTenant
     return response
 
 
-@router.get("", response_model=list[SessionInfo])
+@router.get("", response_model=list[SessionInfo], responses=error_responses(401))
 async def list_sessions(platform: PlatformDep, tenant: TenantDep) -> list[SessionInfo]:
     return [s.info() for s in platform.sessions.sessions_of(tenant.name)]
 
 
-@router.get("/{session_id}", response_model=SessionInfo)
+@router.get("/{session_id}", response_model=SessionInfo, responses=error_responses(401, 404, 422))
 async def get(session_id: str, platform: PlatformDep, tenant: TenantDep) -> SessionInfo:
     return platform.sessions.get(session_id, tenant=tenant.name).info()
 
 
-@router.post("/{session_id}/exec", response_model=RunResult)
+@router.post(
+    "/{session_id}/exec",
+    response_model=RunResult,
+    responses=error_responses(401, 404, 413, 415, 422, 429, 503, 504),
+)
 async def exec_command(
     session_id: str, command: Command, platform: PlatformDep, tenant: WorkingTenantDep
 ) -> Response:
@@ -62,7 +72,11 @@ async def exec_command(
     return json_response(RunResult.from_exec(result))
 
 
-@router.put("/{session_id}/files", status_code=204)
+@router.put(
+    "/{session_id}/files",
+    status_code=204,
+    responses=error_responses(401, 404, 413, 415, 422, 429, 503, 504),
+)
 async def write_files(
     session_id: str, body: FilesBody, platform: PlatformDep, tenant: WorkingTenantDep
 ) -> Response:
@@ -72,7 +86,11 @@ async def write_files(
     return Response(status_code=204)
 
 
-@router.get("/{session_id}/files", response_model=FileContent)
+@router.get(
+    "/{session_id}/files",
+    response_model=FileContent,
+    responses=error_responses(401, 404, 422, 429, 503, 504),
+)
 async def read_file(
     session_id: str,
     platform: PlatformDep,
@@ -84,7 +102,11 @@ async def read_file(
     return FileContent(path=path, content_base64=base64.b64encode(data).decode("ascii"))
 
 
-@router.get("/{session_id}/dir", response_model=list[DirEntry])
+@router.get(
+    "/{session_id}/dir",
+    response_model=list[DirEntry],
+    responses=error_responses(401, 404, 422, 429, 503, 504),
+)
 async def list_dir(
     session_id: str,
     platform: PlatformDep,
@@ -94,7 +116,12 @@ async def list_dir(
     return await platform.sessions.list_dir(session_id, path, tenant=tenant.name)
 
 
-@router.post("/{session_id}/snapshot", response_model=SnapshotCreated, status_code=201)
+@router.post(
+    "/{session_id}/snapshot",
+    response_model=SnapshotCreated,
+    status_code=201,
+    responses=error_responses(401, 404, 422, 429, 503, 504),
+)
 async def snapshot(
     session_id: str, platform: PlatformDep, tenant: WorkingTenantDep
 ) -> SnapshotCreated:
@@ -104,7 +131,7 @@ async def snapshot(
     )
 
 
-@router.delete("/{session_id}", status_code=204)
+@router.delete("/{session_id}", status_code=204, responses=error_responses(401, 404, 422))
 async def close(session_id: str, platform: PlatformDep, tenant: TenantDep) -> Response:
     platform.sessions.get(session_id, tenant=tenant.name)
     await platform.sessions.close(session_id, tenant=tenant.name)
