@@ -16,7 +16,7 @@ venv: $(STAMP)
 # Re-install only when pyproject.toml is newer than the stamp.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,rl]'
 	touch $(STAMP)
 
 engine: venv

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
+from sandbox.rl.command import register as register_train
 
 logger = logging.getLogger("sandbox.cli")
 
@@ -625,6 +626,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _register_keys(commands)
     _register_audit(commands)
     _register_eval(commands)
+    register_train(commands)
     return parser
 
 

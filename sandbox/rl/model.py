@@ -1,0 +1,162 @@
+"""The policy model: a tiny GPT-2 over characters built from a config, or a local pretrained LM.
+
+Nothing is downloaded: the tiny model is randomly initialised from a
+``GPT2Config`` (dropout off: with dropout on, old and new log-probabilities
+disagree and learning stalls); a pretrained model is loaded from a local
+directory with ``local_files_only``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from .config import ModelConfig
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+class Tokenizer(Protocol):
+    pad_id: int
+    eos_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+class CharTokenizer:
+    """One token per character of a fixed charset, plus PAD, BOS and EOS."""
+
+    pad_id, bos_id, eos_id = PAD, BOS, EOS
+
+    def __init__(self, charset: str) -> None:
+        self.chars = sorted(set(charset))
+        self.ids = {char: index + 3 for index, char in enumerate(self.chars)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars) + 3
+
+    def encode(self, text: str) -> list[int]:
+        unknown = sorted(set(text) - set(self.ids))
+        if unknown:
+            raise ValueError(f"characters {unknown} are not in the model's charset")
+        return [self.bos_id] + [self.ids[char] for char in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.chars[i - 3] for i in ids if i >= 3)
+
+
+class PretrainedTokenizer:
+    """A Hugging Face tokenizer behind the same small interface."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.inner = tokenizer
+        self.eos_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.inner.encode(text))
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.inner.decode(ids, skip_special_tokens=True))
+
+
+def build(config: ModelConfig, seed: int) -> tuple[torch.nn.Module, Tokenizer]:
+    """The model and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    if config.kind == "pretrained":
+        assert config.path is not None
+        tokenizer = AutoTokenizer.from_pretrained(config.path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(config.path, local_files_only=True)
+        return model, PretrainedTokenizer(tokenizer)
+    chars = CharTokenizer(config.charset)
+    gpt2 = GPT2Config(
+        vocab_size=chars.vocab_size,
+        n_positions=config.n_positions,
+        n_embd=config.n_embd,
+        n_layer=config.n_layer,
+        n_head=config.n_head,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+    )
+    return GPT2LMHeadModel(gpt2), chars
+
+
+@dataclass
+class Rollout:
+    """One group's completions: token ids and the log-probabilities they were sampled with."""
+
+    prompt_ids: list[int]
+    completions: list[list[int]]
+    old_logprobs: list[list[float]]
+
+
+@torch.no_grad()
+def sample_group(
+    model: torch.nn.Module,
+    prompt_ids: list[int],
+    *,
+    group_size: int,
+    max_new_tokens: int,
+    temperature: float,
+    eos_id: int,
+    stop_ids: frozenset[int] = frozenset(),
+) -> Rollout:
+    """``group_size`` completions of one prompt (sampled; stop at EOS or a stop token)."""
+    model.eval()
+    prompt = torch.tensor([prompt_ids] * group_size)
+    tokens = prompt
+    finished = torch.zeros(group_size, dtype=torch.bool)
+    chosen: list[torch.Tensor] = []
+    chosen_logprobs: list[torch.Tensor] = []
+    past = None
+    step_input = tokens
+    for _ in range(max_new_tokens):
+        out = model(input_ids=step_input, cache=past, use_cache=True)
+        past = out.cache
+        logits = out.logits[:, -1, :] / temperature
+        logprobs = torch.log_softmax(logits, dim=-1)
+        token = torch.multinomial(logprobs.exp(), 1).squeeze(1)
+        chosen.append(token)
+        chosen_logprobs.append(logprobs.gather(1, token.unsqueeze(1)).squeeze(1))
+        finished |= (token == eos_id) | torch.isin(token, torch.tensor(sorted(stop_ids) or [-1]))
+        step_input = token.unsqueeze(1)
+        if bool(finished.all()):
+            break
+    ids = torch.stack(chosen, dim=1)
+    lps = torch.stack(chosen_logprobs, dim=1)
+    completions, old = [], []
+    for row in range(group_size):
+        seq = ids[row].tolist()
+        cut = len(seq)
+        for index, token in enumerate(seq):
+            if token == eos_id or token in stop_ids:
+                cut = index + 1
+                break
+        completions.append(seq[:cut])
+        old.append(lps[row, :cut].tolist())
+    return Rollout(list(prompt_ids), completions, old)
+
+
+def completion_logprobs(
+    model: torch.nn.Module, rollout: Rollout, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities of each completion's tokens under ``model`` (with grad), and a mask."""
+    width = max(len(c) for c in rollout.completions)
+    rows = [rollout.prompt_ids + c + [pad_id] * (width - len(c)) for c in rollout.completions]
+    inputs = torch.tensor(rows)
+    mask = torch.tensor([[1.0] * len(c) + [0.0] * (width - len(c)) for c in rollout.completions])
+    logits = model(input_ids=inputs).logits[:, len(rollout.prompt_ids) - 1 : -1, :]
+    logprobs = torch.log_softmax(logits, dim=-1)
+    targets = inputs[:, len(rollout.prompt_ids) :]
+    return logprobs.gather(2, targets.unsqueeze(2)).squeeze(2), mask

@@ -1,0 +1,375 @@
+"""The GRPO loop: generate, verify in the sandbox (overlapped), update, evaluate, roll back.
+
+Step ``t`` generates batch ``t + 1`` while the sandbox judges batch ``t``, then
+updates on batch ``t``'s rewards (its log-probabilities were recorded when it
+was sampled, so the PPO ratio stays exact). Samples the platform could not
+judge are dropped from the update. Every ``eval_every`` steps the held-out set
+is judged; a drop beyond noise from the best so far rolls the model and the
+optimiser back to the last good checkpoint. Metrics go to ``metrics.jsonl``
+(reward, pass rate, KL, loss, time split, fraction of time waiting on the
+sandbox), checkpoints to ``checkpoints/``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import InfrastructureError
+from .config import TrainConfig
+from .grpo import clipped_policy_loss, masked_group_advantages
+from .model import Rollout, build, completion_logprobs, sample_group
+from .rewards import SandboxRewards, Verdicts
+from .tasks import DomainMix, Prompt, judge_request
+
+logger = logging.getLogger(__name__)
+
+MAX_FAILED_BATCHES = 3
+
+
+@dataclass
+class Batch:
+    prompts: list[Prompt]
+    rollouts: list[Rollout]
+    texts: list[list[str]]
+    generate_s: float
+    generated_at: tuple[float, float]
+
+
+@dataclass
+class History:
+    """What the loop did, for tests and reports."""
+
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    rollbacks: list[dict[str, Any]] = field(default_factory=list)
+    best_pass_rate: float = -1.0
+
+
+class Trainer:
+    """GRPO on a causal LM with rewards from the sandbox."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        rewards: SandboxRewards | None = None,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.config = config
+        random.seed(config.seed)
+        self.model, self.tokenizer = build(config.model, config.seed)
+        self.reference = copy.deepcopy(self.model) if config.grpo.kl_coef else None
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(),
+            lr=config.grpo.learning_rate,
+            weight_decay=config.grpo.weight_decay,
+        )
+        self.train_mix = DomainMix(config.domains, config.seed)
+        self.held_out = DomainMix(config.held_out, config.seed + 1).every_prompt()
+        self.rewards = rewards or SandboxRewards(config.sandbox)
+        self._owns_rewards = rewards is None
+        self.progress = progress
+        self.out = config.out_dir
+        (self.out / "checkpoints").mkdir(parents=True, exist_ok=True)
+        self.history = History()
+        self._good_checkpoint: Path | None = None
+        self._failed_batches = 0
+        self._stop_ids = frozenset(self.tokenizer.encode("\n")[-1:])
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, prompts: list[Prompt], *, group_size: int) -> Batch:
+        started = time.monotonic()
+        rollouts, texts = [], []
+        for prompt in prompts:
+            rollout = sample_group(
+                self.model,
+                self.tokenizer.encode(prompt.text),
+                group_size=group_size,
+                max_new_tokens=self.config.grpo.max_new_tokens,
+                temperature=self.config.grpo.temperature,
+                eos_id=self.tokenizer.eos_id,
+                stop_ids=self._stop_ids,
+            )
+            rollouts.append(rollout)
+            texts.append([self.tokenizer.decode(c) for c in rollout.completions])
+        finished = time.monotonic()
+        return Batch(prompts, rollouts, texts, finished - started, (started, finished))
+
+    def verify(self, batch: Batch) -> Any:
+        requests = [
+            judge_request(prompt, text, self.config.sandbox)
+            for prompt, group in zip(batch.prompts, batch.texts, strict=True)
+            for text in group
+        ]
+        return self.rewards.submit(requests)
+
+    # ------------------------------------------------------------------ update
+
+    def update(self, batch: Batch, verdicts: Verdicts) -> dict[str, float]:
+        """PPO-clipped steps on one judged batch; samples judged ``None`` take no part.
+
+        Each group's loss is weighted by its judged samples, so a dropped sample
+        counts exactly as if it had never been generated (never as a reward of 0).
+        """
+        grpo = self.config.grpo
+        size = grpo.group_size
+        groups = [verdicts.rewards[g * size : (g + 1) * size] for g in range(len(batch.rollouts))]
+        judged_total = sum(r is not None for r in verdicts.rewards)
+        stats = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
+        if judged_total == 0:
+            return stats
+        advantages = [masked_group_advantages(g, scale=grpo.scale_rewards) for g in groups]
+        self.model.train()
+        for _ in range(grpo.updates_per_batch):
+            self.optimizer.zero_grad()
+            total = torch.zeros(())
+            stats = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
+            for rollout, (group_advantage, keep) in zip(batch.rollouts, advantages, strict=True):
+                if not bool(keep.any()):
+                    continue
+                loss, info = self.group_loss(rollout, group_advantage, keep)
+                weight = float(keep.sum()) / judged_total
+                total = total + loss * weight
+                stats["kl"] += info["kl"] * weight
+                stats["clip_fraction"] += info["clip_fraction"] * weight
+            total.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), grpo.max_grad_norm)
+            self.optimizer.step()
+            stats["loss"] = float(total.detach())
+        return stats
+
+    def group_loss(
+        self, rollout: Rollout, advantages: torch.Tensor, keep: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The clipped loss of one group's kept completions under the current model."""
+        grpo = self.config.grpo
+        logprobs, mask = completion_logprobs(self.model, rollout, self.tokenizer.pad_id)
+        old = torch.zeros_like(logprobs)
+        for row, values in enumerate(rollout.old_logprobs):
+            old[row, : len(values)] = torch.tensor(values)
+        ref = None
+        if self.reference is not None:
+            with torch.no_grad():
+                ref, _ = completion_logprobs(self.reference, rollout, self.tokenizer.pad_id)
+        return clipped_policy_loss(
+            logprobs,
+            old,
+            advantages,
+            mask * keep.unsqueeze(1),
+            epsilon_low=grpo.epsilon_low,
+            epsilon_high=grpo.epsilon_high,
+            kl_coef=grpo.kl_coef,
+            ref_logprobs=ref,
+        )
+
+    # ------------------------------------------------------------------ evaluation
+
+    def evaluate(self) -> dict[str, float]:
+        """Held-out pass rate (per tier too), sampling ``eval_samples`` completions a prompt."""
+        batch = self.generate(self.held_out, group_size=self.config.eval_samples)
+        verdicts: Verdicts = self.verify(batch).result()
+        size = self.config.eval_samples
+        by_tier: dict[str, list[float]] = {}
+        scores: list[float] = []
+        for group, prompt in enumerate(batch.prompts):
+            got = [r for r in verdicts.rewards[group * size : (group + 1) * size] if r is not None]
+            if got:
+                scores.extend(got)
+                by_tier.setdefault(prompt.tier, []).extend(got)
+        result = {"held_out_pass_rate": sum(scores) / len(scores) if scores else 0.0}
+        for tier, values in by_tier.items():
+            result[f"held_out_{tier}"] = sum(values) / len(values)
+        return result
+
+    def regressed(self, pass_rate: float) -> bool:
+        """A drop from the best held-out rate beyond ``rollback_min_drop`` and binomial noise."""
+        best = self.history.best_pass_rate
+        if best < 0:
+            return False
+        count = len(self.held_out) * self.config.eval_samples
+        noise = 2 * math.sqrt(max(best * (1 - best), 1e-9) / count)
+        return best - pass_rate > max(self.config.rollback_min_drop, noise)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, step: int) -> Path:
+        path = self.out / "checkpoints" / f"step-{step:06d}.pt"
+        torch.save(
+            {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "step": step,
+            },
+            path,
+        )
+        return path
+
+    def load(self, path: Path) -> None:
+        state = torch.load(path, weights_only=True)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    # ------------------------------------------------------------------ the loop
+
+    def train(
+        self, steps: int | None = None, *, before_step: Callable[[int], None] | None = None
+    ) -> History:
+        """Run the loop; ``before_step`` is called with each step number (tests use it).
+
+        Step 0 is the held-out evaluation of the untrained model. The loop ends
+        after ``steps`` (else the config's), once the held-out pass rate reaches
+        ``target_pass_rate``, or once ``time_budget_s`` has passed.
+        """
+        total_steps = steps or self.config.steps
+        grpo = self.config.grpo
+        started = time.monotonic()
+        with (self.out / "metrics.jsonl").open("w") as log:
+
+            def emit(record: dict[str, Any]) -> None:
+                self.history.metrics.append(record)
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+                if self.progress is not None:
+                    self.progress(record)
+
+            emit({"step": 0} | self._evaluate_and_maybe_roll_back(0))
+            pending = self.generate(
+                self.train_mix.sample(grpo.prompts_per_step), group_size=grpo.group_size
+            )
+            in_flight = self.verify(pending)
+            try:
+                for step in range(1, total_steps + 1):
+                    if before_step is not None:
+                        before_step(step)
+                    step_started = time.monotonic()
+                    # Overlap: generate the next batch while the sandbox judges this one.
+                    upcoming = self.generate(
+                        self.train_mix.sample(grpo.prompts_per_step), group_size=grpo.group_size
+                    )
+                    wait_started = time.monotonic()
+                    verdicts: Verdicts = in_flight.result()
+                    waited = time.monotonic() - wait_started
+                    self._check_sandbox(verdicts)
+                    in_flight = self.verify(upcoming)
+                    update_started = time.monotonic()
+                    stats = self.update(pending, verdicts)
+                    update_window = (update_started, time.monotonic())
+                    record = self._record(
+                        step,
+                        pending,
+                        verdicts,
+                        stats,
+                        waited,
+                        update_window,
+                        time.monotonic() - step_started,
+                    )
+                    pending = upcoming
+                    out_of_time = self._out_of_time(started)
+                    if step % self.config.eval_every == 0 or step == total_steps or out_of_time:
+                        record |= self._evaluate_and_maybe_roll_back(step)
+                    elif step % self.config.checkpoint_every == 0:
+                        self.save(step)
+                    emit(record)
+                    target = self.config.target_pass_rate
+                    if target is not None and record.get("held_out_pass_rate", -1) >= target:
+                        break
+                    if out_of_time:
+                        logger.warning(
+                            "stopped at step %d: the time budget of %.0f s is spent",
+                            step,
+                            self.config.time_budget_s,
+                        )
+                        break
+            finally:
+                in_flight.cancel()
+        return self.history
+
+    def _out_of_time(self, started: float) -> bool:
+        budget = self.config.time_budget_s
+        return budget is not None and time.monotonic() - started >= budget
+
+    def _check_sandbox(self, verdicts: Verdicts) -> None:
+        """Stop when the sandbox has judged nothing for several batches in a row."""
+        self._failed_batches = self._failed_batches + 1 if verdicts.error else 0
+        if self._failed_batches >= MAX_FAILED_BATCHES:
+            raise InfrastructureError(
+                f"the sandbox failed {self._failed_batches} batches in a row "
+                f"(last: {verdicts.error})"
+            )
+
+    def _evaluate_and_maybe_roll_back(self, step: int) -> dict[str, Any]:
+        started = time.monotonic()
+        held = self.evaluate() | {"eval_s": round(time.monotonic() - started, 4)}
+        rate = held["held_out_pass_rate"]
+        if self.regressed(rate) and self._good_checkpoint is not None:
+            self.load(self._good_checkpoint)
+            event = {
+                "step": step,
+                "pass_rate": rate,
+                "best": self.history.best_pass_rate,
+                "restored": str(self._good_checkpoint),
+            }
+            self.history.rollbacks.append(event)
+            logger.warning(
+                "held-out pass rate fell to %.2f (best %.2f): rolled back to %s",
+                rate,
+                self.history.best_pass_rate,
+                self._good_checkpoint.name,
+            )
+            return held | {"rolled_back": True}
+        path = self.save(step)
+        if rate >= self.history.best_pass_rate:
+            self.history.best_pass_rate = rate
+            self._good_checkpoint = path
+        return held | {"rolled_back": False}
+
+    def _record(
+        self,
+        step: int,
+        batch: Batch,
+        verdicts: Verdicts,
+        stats: dict[str, float],
+        waited: float,
+        update_window: tuple[float, float],
+        step_s: float,
+    ) -> dict[str, Any]:
+        judged = [r for r in verdicts.rewards if r is not None]
+        size = self.config.grpo.group_size
+        per_domain: dict[str, list[float]] = {}
+        for group, prompt in enumerate(batch.prompts):
+            values = [
+                r for r in verdicts.rewards[group * size : (group + 1) * size] if r is not None
+            ]
+            per_domain.setdefault(prompt.domain, []).extend(values)
+        return {
+            "step": step,
+            "reward": sum(judged) / len(judged) if judged else None,
+            "pass_rate": sum(1 for r in judged if r >= 1.0) / len(judged) if judged else None,
+            "dropped_infra": len(verdicts.rewards) - len(judged),
+            "executed": verdicts.executed,
+            "domains": {d: sum(v) / len(v) for d, v in per_domain.items() if v},
+            **stats,
+            "generate_s": round(batch.generate_s, 4),
+            "verify_s": round(verdicts.finished - verdicts.started, 4),
+            "verify_window": [verdicts.started, verdicts.finished],
+            "generate_window": list(batch.generated_at),
+            "update_s": round(update_window[1] - update_window[0], 4),
+            "update_window": list(update_window),
+            "step_s": round(step_s, 4),
+            "wait_s": round(waited, 4),
+            "wait_fraction": round(waited / step_s, 4) if step_s else 0.0,
+        }
+
+    def close(self) -> None:
+        if self._owns_rewards:
+            self.rewards.close()
