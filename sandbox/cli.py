@@ -606,6 +606,15 @@ def _register_eval(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     compare.set_defaults(handler=_cmd_eval_compare)
 
 
+# --------------------------------------------------------------------------- quality
+
+
+def _register_quality(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sandbox.quality.command import register
+
+    register(commands, agent_factory=_eval_agent)
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -627,6 +636,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _register_audit(commands)
     _register_eval(commands)
     register_train(commands)
+    _register_quality(commands)
     return parser
 
 

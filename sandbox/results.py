@@ -70,6 +70,11 @@ class ExecResult(BaseModel):
     peer: dict[str, Any] | None = Field(
         default=None, description="Exit and output of the peer process, for paired runs."
     )
+    channel: dict[str, Any] | None = Field(
+        default=None,
+        description="What came back on the runner's report channel: {'report': ...} with "
+        "the nonce checked, or {'error': ...}; None when the run had no channel.",
+    )
 
     @property
     def anomalous(self) -> bool:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .audit import code_hash
 from .backends.base import WORKDIR
-from .errors import InvalidRequestError, NotFoundError, QuotaError
+from .errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
 from .execution import (
     BASE_ENV,
     ExecutionService,
@@ -40,15 +40,39 @@ from .execution import (
     exec_limits,
     sandbox_env,
 )
-from .policy import LimitOverrides, Policy
+from .judge import HARNESS_DIR, JUDGE_DIR
+from .policy import MAX_TIME_S, MIN_TIME_S, LimitOverrides, Policy
 from .pool import Lease
 from .results import ExecLimits, ExecResult, ExecStatus
 
 logger = logging.getLogger(__name__)
 
 READABLE_ROOTS = (WORKDIR, "/tmp")
-JUDGE_DIR = "/judge"
-JUDGE_WORK = "/judge/work"
+JUDGE_WORK = f"{JUDGE_DIR}/work"
+JUDGE_TESTS = f"{JUDGE_DIR}/tests"
+JUDGE_ENV = {
+    **BASE_ENV,
+    "HOME": JUDGE_DIR,
+    "TMPDIR": JUDGE_DIR,
+    "USER": "judge",
+    "LOGNAME": "judge",
+    "WORK": JUDGE_WORK,
+    "WORKSPACE": JUDGE_WORK,
+}
+# Whatever an earlier judging left goes first: the copy is made before the tests exist.
+JUDGE_COPY_COMMAND = (
+    f"rm -rf {JUDGE_WORK} {JUDGE_TESTS} && "
+    f"exec python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {JUDGE_WORK}"
+)
+PYTEST_ARGV = [
+    "python3",
+    "-I",
+    f"{HARNESS_DIR}/pytest_channel.py",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    JUDGE_TESTS,
+]
 MAX_SESSIONS_PER_TENANT = 64
 MAX_SNAPSHOT_BYTES = 64 << 20
 MAX_SNAPSHOTS_BYTES = 1 << 30
@@ -79,7 +103,13 @@ class Command(BaseModel):
     stdin: str = ""
     cwd: str = WORKDIR
     env: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float | None = Field(default=None, gt=0, description="At most the policy's wall.")
+    timeout_s: float | None = Field(
+        default=None,
+        ge=MIN_TIME_S,
+        le=MAX_TIME_S,
+        allow_inf_nan=False,
+        description="At most the policy's wall.",
+    )
 
 
 class SessionInfo(BaseModel):
@@ -268,17 +298,23 @@ class SessionManager:
         self,
         session_id: str,
         tests: Mapping[str, bytes],
-        command: str,
         *,
+        command: str | None = None,
         timeout_s: float,
         tenant: str,
-    ) -> tuple[ExecResult, bytes | None]:
+    ) -> ExecResult:
         """Judge the session's workspace with tests it has never seen.
 
-        Every process the session left is killed; the workspace is copied to
-        ``/judge/work`` and ``tests`` written to ``/judge/tests`` as the judge uid;
-        ``command`` runs there as the judge uid (``$WORK`` is the copy). Returns
-        its result and ``/judge/report.xml`` if the command wrote one.
+        Every process the session left is killed. Then, as the judge uid, with
+        nothing else in ``/judge`` yet, the workspace is copied to ``/judge/work``
+        (``runner/harness/workspace_copy.py``: exec bits kept, links that do not
+        resolve inside the copy dropped), and only then ``tests`` are written to
+        ``/judge/tests``. Without ``command`` the tests are pytest files, run by the
+        platform's harness (``runner/harness/pytest_channel.py``), whose per-test
+        outcomes come back on the runner's report channel, nonce checked, as
+        ``result.channel``; with ``command`` it runs with ``bash -c`` and only its
+        exit status speaks. Either runs in ``/judge/tests`` as the judge uid, with
+        ``$WORK`` the copy and the judge's own identity (``USER``, ``HOME``).
         """
         session = self.get(session_id, tenant=tenant)
         settle = await self._run(session, ["true"], keep_processes=False)
@@ -286,42 +322,36 @@ class SessionManager:
             raise InvalidRequestError(
                 f"the session's processes could not be stopped: {settle.reason}"
             )
-        judge_env = {
-            **BASE_ENV,
-            "HOME": JUDGE_DIR,
-            "TMPDIR": JUDGE_DIR,
-            "WORK": JUDGE_WORK,
-            "WORKSPACE": JUDGE_WORK,
-        }
         limits = exec_limits(session.policy, None)
-        # What the agent made unreadable is simply missing from the copy.
         await self._run(
             session,
-            [
-                "bash",
-                "-c",
-                f"mkdir -p {JUDGE_WORK}; cp -r --no-preserve=all {WORKDIR}/. {JUDGE_WORK}",
-            ],
+            ["bash", "-c", JUDGE_COPY_COMMAND],
             cwd=JUDGE_DIR,
-            env=judge_env,
+            env=JUDGE_ENV,
+            limits=limits,
+            role="judge",
+            keep_processes=False,
+        )
+        await self._run(
+            session,
+            ["true"],
+            cwd=JUDGE_DIR,
+            env=JUDGE_ENV,
             files={f"tests/{path}": data for path, data in tests.items()},
             limits=limits,
             role="judge",
         )
-        test_limits = limits.model_copy(update={"wall_s": timeout_s, "cpu_s": timeout_s})
-        result = await self._run(
+        argv = ["bash", "-c", command] if command is not None else PYTEST_ARGV
+        return await self._run(
             session,
-            ["bash", "-c", command],
-            cwd=f"{JUDGE_DIR}/tests",
-            env=judge_env,
-            limits=test_limits,
+            argv,
+            cwd=JUDGE_TESTS,
+            env=JUDGE_ENV,
+            limits=limits.model_copy(update={"wall_s": timeout_s, "cpu_s": timeout_s}),
             role="judge",
             keep_processes=False,
+            channel=command is None,
         )
-        report = await self._run(
-            session, ["true"], cwd=JUDGE_DIR, env=judge_env, fetch=["report.xml"], role="judge"
-        )
-        return result, report.files.get("report.xml")
 
     async def snapshot(self, session_id: str, *, tenant: str) -> str:
         """The workspace as an archive kept by the service; returns the snapshot's id."""
@@ -386,6 +416,7 @@ class SessionManager:
         limits: ExecLimits | None = None,
         role: str = "sandbox",
         keep_processes: bool = True,
+        channel: bool = False,
     ) -> ExecResult:
         async with session.lock:
             if session.id not in self._sessions:
@@ -402,7 +433,10 @@ class SessionManager:
                     fetch=fetch or (),
                     keep_processes=keep_processes,
                     role=role,
+                    channel=channel,
                 )
+            except (InvalidRequestError, LimitError, NotFoundError):
+                raise  # the runner answered (no such command, say): the session goes on
             except Exception as exc:
                 session.lease.retire(f"session command failed: {exc}")
                 self._sessions.pop(session.id, None)

@@ -34,6 +34,7 @@ class Sandbox(ABC):
         reset_after: bool = False,
         peer: Mapping[str, Any] | None = None,
         role: str = "sandbox",
+        channel: bool = False,
     ) -> ExecResult:
         """Run ``argv`` as the untrusted user after writing ``files`` (relative to ``cwd``).
 
@@ -46,6 +47,9 @@ class Sandbox(ABC):
         ``files``) ``argv`` runs as the *judge* uid and the peer as the sandbox uid,
         joined by a socket on fd 3; the peer's exit and output are in ``result.peer``.
         ``role="judge"`` runs ``argv`` as the judge uid (hidden tests' own files).
+        ``channel`` gives ``argv`` the runner's report channel (a nonce on fd 3, a
+        pipe on fd 4, see ``runner/harness/pytest_channel.py``); what came back
+        on it is ``result.channel``.
         """
 
     @abstractmethod

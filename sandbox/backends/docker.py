@@ -284,6 +284,7 @@ class DockerSandbox(Sandbox):
         reset_after: bool = False,
         peer: Mapping[str, Any] | None = None,
         role: str = "sandbox",
+        channel: bool = False,
     ) -> ExecResult:
         message = {
             "role": role,
@@ -306,6 +307,8 @@ class DockerSandbox(Sandbox):
             "keep_processes": keep_processes,
             "reset_after": reset_after,
         }
+        if channel:
+            message["channel"] = True
         if peer is not None:
             message["peer"] = {
                 "argv": list(peer["argv"]),
@@ -405,6 +408,7 @@ def _result_from_reply(reply: dict[str, Any], argv: Sequence[str]) -> ExecResult
         file_errors=file_errors,
         oom_killed=bool(reply.get("oom_killed")),
         peer=_peer_from_reply(reply.get("peer")),
+        channel=reply.get("channel"),
     )
 
 

@@ -19,21 +19,57 @@ A task is a directory::
       timeout_s: 600          wall-clock budget of the agent (default 600)
       max_steps: 50           tool calls allowed (default 50)
     tests:
-      command: "python3 -m pytest -q -p no:cacheprovider --junitxml=/judge/report.xml /judge/tests"
+      framework: pytest       the platform runs pytest on tests/ (the default), or instead
+      command: "bash check.sh"  a shell command judged by its exit status
       timeout_s: 120          (default 120)
     category: bugfix          free text, used to group metrics
     difficulty: easy          easy | medium | hard
     tags: [python]
 
-How a trial ends: once the agent stops, every process it left is killed; the
-workspace is copied to ``/judge/work`` and the hidden tests are written to
-``/judge/tests``, both owned by the judge uid (the agent never sees the tests,
-and nothing it left can change after it stopped); ``tests.command`` runs with
-``bash -c`` as the judge uid in ``/judge/tests``, with ``$WORK`` (and
-``$WORKSPACE``) set to ``/judge/work``: tests import or run the agent's work
-from there. ``PATH`` holds only system directories. The trial passes when the
-command exits 0 and, if it wrote a JUnit report to ``/judge/report.xml``, that
-report has at least one test and no failure or error.
+How a trial ends: once the agent stops, every process it left is killed. As
+the judge uid, with nothing else in ``/judge`` yet, the workspace is copied to
+``/judge/work``: directories and files, a file the agent left executable stays
+executable (0700, others 0600), and a symbolic link survives only if it
+resolves, once the whole tree is copied, to something that exists inside
+``/judge/work`` (a link to ``/judge/...``, to a system file, to ``..``, a
+dangling link or a loop is dropped, so the judge never follows the agent's
+links out of the copy); what the judge cannot read, FIFOs, sockets and devices
+are left out. Only then are the hidden tests written to ``/judge/tests``. The
+tests run as the judge uid in ``/judge/tests`` with ``$WORK`` (and
+``$WORKSPACE``) set to ``/judge/work``, ``HOME`` ``/judge``, ``USER`` and
+``LOGNAME`` ``judge``, and a ``PATH`` of system directories only: tests import
+or run the agent's work from there. The agent never sees the tests, and nothing
+it left can change after it stopped.
+
+``framework: pytest``: the platform runs ``pytest -q -p no:cacheprovider
+/judge/tests`` itself, through its harness (``runner/harness/pytest_channel.py``),
+which registers its own plugin as pytest starts, before any ``conftest.py``, test
+module or agent code is imported. The plugin reads a random nonce the runner made
+for this run from an inherited descriptor (never the environment, the arguments
+or a file) and closes it; at the end of the session it sends every test's outcome
+with the nonce on a pipe that only the runner, outside the test process, reads.
+The trial passes when pytest exits 0 and that report, with the right nonce, lists
+at least one passed test and no failure, error, collection error or test left
+without an outcome. A report file the agent's code writes means nothing; no
+report (``os._exit(0)`` at import, a killed pytest) or a wrong one fails, and so
+do ``sys.exit(0)`` at import (a collection error) and ``pytest.exit()`` in a
+test (tests left without an outcome).
+
+``command``: run with ``bash -c``; the trial passes when it exits 0. Nothing else
+is evidence, so a command must decide its exit status itself, from the agent's
+work, and never take it from the agent's code: a command that runs pytest or
+names a JUnit report is refused (use ``framework: pytest``).
+
+Residual risk, said plainly: agent code that the tests import runs inside the
+test process, as the judge uid, with that process's memory. Code written to
+target this harness can read the nonce there (or patch pytest) and forge a
+passing report; it can also read the hidden tests in ``/judge/tests``. The
+channel shuts out report files, exit statuses and every other process (the
+harness is not dumpable, so programs the tests start cannot read its memory or
+descriptors); it cannot shut out the process it runs in. Tests that must hold
+against a forged report run the agent's work as a separate program and compare
+its output (``suite/fix-js-slugify`` does so for JavaScript). Such a program still
+runs as the judge uid: it cannot forge the report, but it can read ``/judge/tests``.
 """
 
 from .agents import (

@@ -15,10 +15,13 @@ closed. Its outcome is one of :data:`OUTCOMES`:
 ``infra_error``       the platform, the task's set-up or the agent's own machinery (its
                       model endpoint) failed: no verdict about the agent, left out of scores
 
-The tests pass when the command exits 0 and, if it writes ``/judge/report.xml``
-(the command names it), that JUnit report holds at least one passed test and
-no failure or error. A command that names the report and exits 0 without
-writing it fails: exiting early (``os._exit(0)`` at import) is not a pass.
+Pytest-judged tests (``tests.framework: pytest``) pass when pytest exits 0 and
+the report of the platform's own plugin, which only the runner reads and which
+must carry the run's nonce (see ``runner/harness/pytest_channel.py``), lists at
+least one passed test and no failure, error, collection error or test left
+without an outcome: a report file the code under test writes means nothing, and
+exiting early (``os._exit(0)`` at import) sends no report. A ``tests.command``
+passes when it exits 0.
 
 A run directory holds ``run.json`` (the agent, the tasks and their digests),
 ``results.jsonl`` (one line per finished trial, appended and fsynced as each
@@ -39,16 +42,18 @@ import logging
 import os
 import sys
 import time
-import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
 from sandbox.policy import Policy
-from sandbox.results import ExecStatus
+from sandbox.results import ExecResult, ExecStatus
 from sandbox.sessions import Command, SessionManager, SessionSpec
 
 from .agents import Agent, AgentError, Tools, Trajectory, TrialContext
@@ -58,9 +63,10 @@ __all__ = [
     "OUTCOMES",
     "Outcome",
     "Progress",
+    "PytestReport",
     "RunDir",
     "RunSummary",
-    "judge_junit",
+    "judge_report",
     "run_eval",
     "run_local",
 ]
@@ -69,8 +75,6 @@ logger = logging.getLogger(__name__)
 
 FORMAT_VERSION: Final = 1
 DEFAULT_TENANT: Final = "eval"
-REPORT_PATH: Final = "/judge/report.xml"
-MAX_REPORT_BYTES: Final = 8 * 1024 * 1024
 TAIL_CHARS: Final = 4000
 MAX_EPOCHS: Final = 1000
 MAX_CONCURRENCY: Final = 256
@@ -100,57 +104,72 @@ def _tail(data: bytes) -> str:
 # ------------------------------------------------------------------------------ judging
 
 
-def judge_junit(xml: bytes) -> tuple[dict[str, int] | None, str | None]:
-    """Counts of a JUnit report (tests, passed, failures, errors, skipped) or a problem."""
-    if len(xml) > MAX_REPORT_BYTES:
-        return None, f"the JUnit report is larger than {MAX_REPORT_BYTES} bytes"
+class PytestReport(BaseModel):
+    """What the platform's pytest harness sends on the runner's report channel (nonce checked)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    exitstatus: int
+    collected: list[str]
+    collect_errors: list[str]
+    outcomes: dict[str, Literal["passed", "skipped", "failed", "error"]]
+
+
+def judge_report(
+    channel: Mapping[str, Any] | None,
+) -> tuple[dict[str, int] | None, str | None]:
+    """Counts (tests, passed, failures, errors, skipped) of the harness's report; why not a pass.
+
+    A collection error, and a collected test without an outcome (the session was
+    cut short), count as errors.
+    """
+    if channel is None:
+        return None, "the test run had no report channel"
+    if "report" not in channel:
+        return None, str(channel.get("error") or "no report came on the channel")
     try:
-        root = ET.fromstring(xml)
-    except ET.ParseError as exc:
-        return None, f"the JUnit report is not valid XML ({exc})"
-    counts = {"tests": 0, "passed": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for case in root.iter("testcase"):
-        counts["tests"] += 1
-        kinds = {child.tag for child in case}
-        if "error" in kinds:
-            counts["errors"] += 1
-        elif "failure" in kinds:
-            counts["failures"] += 1
-        elif "skipped" in kinds:
-            counts["skipped"] += 1
-        else:
-            counts["passed"] += 1
-    # Errors outside any test case (a suite that failed to collect) count as well.
-    for suite in root.iter("testsuite"):
-        listed = sum(1 for _ in suite.iter("testcase"))
-        for key in ("errors", "failures"):
-            with contextlib.suppress(TypeError, ValueError):
-                declared = int(suite.get(key, "0"))
-                if declared and not listed:
-                    counts[key] += declared
+        report = PytestReport.model_validate(channel["report"])
+    except ValidationError as exc:
+        return None, f"the report on the channel is malformed ({exc.error_count()} problems)"
+    names = {*report.collected, *report.outcomes}
+    missing = [name for name in report.collected if name not in report.outcomes]
+    outcomes = Counter(report.outcomes.values())
+    counts = {
+        "tests": len(names),
+        "passed": outcomes["passed"],
+        "failures": outcomes["failed"],
+        "errors": outcomes["error"] + len(report.collect_errors) + len(missing),
+        "skipped": outcomes["skipped"],
+    }
+    if report.collect_errors:
+        return counts, f"{len(report.collect_errors)} error(s) while collecting the tests"
+    if missing:
+        return counts, f"{len(missing)} collected test(s) never ran to an outcome"
+    if counts["failures"] or counts["errors"]:
+        return counts, "the report lists failures or errors"
+    if report.exitstatus != 0:
+        return counts, f"pytest's own exit status was {report.exitstatus}"
+    if counts["passed"] < 1:
+        return counts, "the report holds no passed test"
     return counts, None
 
 
 def _tests_verdict(
-    status: ExecStatus, exit_code: int | None, report: bytes | None, command: str
+    result: ExecResult, *, pytest: bool
 ) -> tuple[bool, dict[str, int] | None, str | None]:
-    """(passed, report counts, why not) of one run of the hidden tests."""
-    counts = None
-    problem = None
-    if report is not None:
-        counts, problem = judge_junit(report)
-    if status is not ExecStatus.OK or exit_code != 0:
-        return False, counts, f"the test command ended with {status.value}, exit {exit_code}"
-    if report is None:
-        if REPORT_PATH in command:
-            return False, None, "the test command exited 0 without writing its JUnit report"
-        return True, None, None
-    if counts is None:
-        return False, None, problem
-    if counts["failures"] or counts["errors"]:
-        return False, counts, "the JUnit report lists failures or errors"
-    if counts["passed"] < 1:
-        return False, counts, "the JUnit report holds no passed test"
+    """(passed, report counts, why not) of one run of the hidden tests.
+
+    A ``command`` passes when it exits 0. A pytest run passes only when pytest
+    exits 0 *and* the harness's report, with this run's nonce, came on the
+    channel, lists at least one passed test and nothing failed, erred or went
+    missing: exiting 0 early (``os._exit(0)`` at import) sends no report.
+    """
+    counts, problem = judge_report(result.channel) if pytest else (None, None)
+    if result.status is not ExecStatus.OK or result.exit_code != 0:
+        ended = f"the tests ended with {result.status.value}, exit {result.exit_code}"
+        return False, counts, ended if problem is None else f"{ended}; {problem}"
+    if problem is not None:
+        return False, counts, problem
     return True, counts, None
 
 
@@ -509,10 +528,10 @@ async def _trial_body(
     # ---------------------------------------------------------------- the hidden tests
     tests_started = time.monotonic()
     try:
-        result, report = await sessions.run_hidden_tests(
+        result = await sessions.run_hidden_tests(
             session.id,
             task.tests,
-            config.tests.command,
+            command=config.tests.command,
             timeout_s=config.tests.timeout_s,
             tenant=tenant,
         )
@@ -520,9 +539,7 @@ async def _trial_body(
         record["error"] = f"the hidden tests could not run: {exc}"
         return Outcome.INFRA_ERROR
     record["tests_s"] = round(time.monotonic() - tests_started, 4)
-    passed, counts, why = _tests_verdict(
-        result.status, result.exit_code, report, config.tests.command
-    )
+    passed, counts, why = _tests_verdict(result, pytest=config.tests.pytest)
     record["tests"] = {
         "status": result.status.value,
         "exit_code": result.exit_code,

@@ -23,13 +23,19 @@ from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sandbox.errors import InvalidRequestError
 from sandbox.execution import MAX_FILES, MAX_FILES_BYTES, check_relative_path
 
 __all__ = [
-    "DEFAULT_TEST_COMMAND",
     "AgentBudget",
     "Task",
     "TaskConfig",
@@ -64,9 +70,9 @@ MAX_AGENT_STEPS: Final = 10_000
 MAX_TEST_TIMEOUT_S: Final = 3600.0
 TASK_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
-DEFAULT_TEST_COMMAND: Final = (
-    "python3 -m pytest -q -p no:cacheprovider --junitxml=/judge/report.xml /judge/tests"
-)
+# A command that runs pytest, or writes a report, would be judged by evidence the code
+# under test can forge (its exit status, a file it can write): ``framework: pytest``.
+_FORGEABLE_COMMAND: Final = re.compile(r"\bpytest\b|junit|/judge/report\.xml", re.IGNORECASE)
 
 
 class TaskError(InvalidRequestError):
@@ -94,14 +100,44 @@ class AgentBudget(_Model):
 
 
 class TestSpec(_Model):
-    """How the hidden tests are run once the agent has stopped."""
+    """How the hidden tests are run once the agent has stopped (the formats: :mod:`sandbox.evals`).
+
+    ``framework: pytest`` (the default when there is no ``command``): the platform
+    runs pytest on ``tests/`` itself and takes the verdict from its own plugin's
+    report channel. ``command``: a shell command judged by its exit status alone.
+    """
 
     __test__ = False  # not a pytest class
 
-    command: Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS)] = (
-        DEFAULT_TEST_COMMAND
-    )
+    framework: Literal["pytest"] | None = None
+    command: Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS)] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=MAX_TEST_TIMEOUT_S, allow_inf_nan=False)] = 120.0
+
+    @field_validator("command")
+    @classmethod
+    def _unforgeable(cls, command: str | None) -> str | None:
+        if command is not None and _FORGEABLE_COMMAND.search(command):
+            raise ValueError(
+                "a command that runs pytest or writes a JUnit report is judged by evidence the "
+                "code under test can forge (its exit status, a file it can write); remove "
+                "'command' and write 'framework: pytest': the platform runs pytest on tests/ "
+                "and takes each test's outcome from a channel only it reads"
+            )
+        return command
+
+    @model_validator(mode="after")
+    def _one_way_to_judge(self) -> TestSpec:
+        if self.framework is not None and self.command is not None:
+            raise ValueError(
+                "give either 'framework: pytest' (the platform runs pytest on tests/) or "
+                "'command' (a shell command judged by its exit status), not both"
+            )
+        return self
+
+    @property
+    def pytest(self) -> bool:
+        """True when the platform runs the hidden tests with pytest (no ``command``)."""
+        return self.command is None
 
 
 class TaskConfig(_Model):
@@ -266,6 +302,8 @@ def _describe(error: Mapping[str, Any]) -> str:
         quoted = "; write the number without quotes" if isinstance(value, str) else ""
         whole = "a whole number" if kind == "int_type" else "a number"
         return f"expected {whole}, got {type(value).__name__} {shown}{quoted}"
+    if kind == "value_error":
+        return str((error.get("ctx") or {}).get("error") or error["msg"])
     if kind == "literal_error":
         expected = (error.get("ctx") or {}).get("expected", "")
         return f"got {shown}; expected one of {expected}"

@@ -7,13 +7,21 @@ the command runs, so the rest of the CLI works without the ``.[rl]`` extra.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from ..errors import InvalidRequestError
+from ..launcher import ServiceProcess
+from .config import TrainConfig, load_config
 
 EXIT_OK, EXIT_BELOW_TARGET = 0, 1
+RL_MODULES = ("torch", "transformers", "tqdm", "matplotlib")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,6 +35,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--url", help="the sandbox service (overrides sandbox.url; 'local': judge in process)"
     )
     train.add_argument("--out", type=Path, help="override the config's out_dir")
+    train.add_argument(
+        "--start-service",
+        action="store_true",
+        help="if the service does not answer at the URL, start one (on a free port) for the run",
+    )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.set_defaults(handler=run)
 
@@ -36,16 +49,12 @@ def run(args: argparse.Namespace) -> int:
 
     Exits 1 when the config sets ``target_pass_rate`` and the run ended below it.
     """
-    try:
-        from tqdm import tqdm
-
-        from .config import load_config
-        from .plots import plot_run
-        from .trainer import Trainer
-    except ImportError as exc:
+    missing = [name for name in RL_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
         raise InvalidRequestError(
-            f"sandbox train needs the rl extra ({exc.name} is missing): pip install -e '.[rl]'"
-        ) from None
+            f"sandbox train needs the rl extra ({', '.join(missing)} missing): "
+            "pip install -e '.[rl]'"
+        )
     config = load_config(args.config)
     if args.steps is not None or args.out is not None:
         config = config.model_copy(
@@ -56,7 +65,40 @@ def run(args: argparse.Namespace) -> int:
         config = config.model_copy(
             update={"sandbox": config.sandbox.model_copy(update={"url": url})}
         )
-    bar = tqdm(total=config.steps, unit="step", disable=args.no_progress, file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        if args.start_service and config.sandbox.url and not _answers(config.sandbox.url):
+            service = stack.enter_context(_service())
+            config = config.model_copy(
+                update={"sandbox": config.sandbox.model_copy(update={"url": service.url})}
+            )
+        return _train(config, args.no_progress)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url.rstrip("/") + "/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextlib.contextmanager
+def _service() -> Iterator[ServiceProcess]:
+    service = ServiceProcess()
+    print(f"starting the sandbox service at {service.url} (log: {service.log_path})")
+    try:
+        service.wait_ready()
+        yield service
+    finally:
+        service.stop()
+
+
+def _train(config: TrainConfig, quiet: bool) -> int:
+    from tqdm import tqdm
+
+    from .plots import plot_run
+    from .trainer import Trainer
+
+    bar = tqdm(total=config.steps, unit="step", disable=quiet, file=sys.stderr)
     held_out: float | None = None
 
     def progress(record: dict[str, Any]) -> None:

@@ -85,9 +85,9 @@ def serve_as_spare(control_fd: int, status_fd: int, config: Config) -> NoReturn:
 
     fds 0-2 are already the execution's stdin (a memfd) and output pipes. All
     the work that does not depend on the request (and the page faults it
-    costs) happens here, before the request arrives. A file descriptor sent
-    along with the request (the judge/candidate socket) becomes fd 3.
-    Never returns.
+    costs) happens here, before the request arrives. File descriptors sent
+    along with the request become fds 3, 4, ... (the judge/candidate socket;
+    the judge's report channel). Never returns.
     """
     try:
         os.setsid()
@@ -103,11 +103,7 @@ def serve_as_spare(control_fd: int, status_fd: int, config: Config) -> NoReturn:
         request, passed = _read_request(control_fd)
         if request is None:  # the runner discarded this spare
             os._exit(0)
-        for fd in passed[:1]:
-            if fd != 3:
-                os.dup2(fd, 3)
-                os.close(fd)
-            os.set_inheritable(3, True)
+        status_fd = _place_passed_fds(passed, status_fd)
         spec = Spec(request, config)
         _become(spec, status_fd, streams)
     except BaseException as exc:
@@ -130,6 +126,26 @@ def _keep_only_above_3(*fds: int) -> list[int]:
         low = fd + 1
     os.closerange(low, 65536)
     return moved
+
+
+def _place_passed_fds(passed: list[int], status_fd: int) -> int:
+    """Make the descriptors sent with the request fds 3, 4, ... in order, inheritable.
+
+    The judge/candidate socket is one; the judge's report channel is two (its nonce,
+    then its report pipe). Returns ``status_fd``, moved if it stood in the way.
+    """
+    first_free = 3 + len(passed)
+    if 3 <= status_fd < first_free:
+        moved = fcntl.fcntl(status_fd, fcntl.F_DUPFD_CLOEXEC, first_free)
+        os.close(status_fd)
+        status_fd = moved
+    parked = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, first_free) for fd in passed]
+    for fd in passed:
+        os.close(fd)
+    for target, fd in enumerate(parked, start=3):
+        os.dup2(fd, target)  # inheritable
+        os.close(fd)
+    return status_fd
 
 
 def _read_request(fd: int) -> tuple[dict[str, Any] | None, list[int]]:

@@ -11,13 +11,22 @@ With a ``peer`` the request runs two programs joined by a socket on fd 3:
 the main one as the *judge* uid (hidden tests) and the peer as the *sandbox*
 uid (candidate code), so candidate code can neither read the tests nor touch
 the process that decides the verdict.
+
+With ``channel`` the program (the platform's pytest harness for agent tasks,
+``harness/pytest_channel.py``) gets a report channel: fd 3 holds a random
+nonce made here for this run, fd 4 is a pipe read here. The one report that
+comes back carrying the nonce is the result's ``channel``; anything else on
+the pipe, or nothing, is an ``error`` there. Files the judged process writes
+prove nothing; this pipe and the nonce are the runner's own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
+import secrets
 import select
 import signal
 import socket
@@ -42,6 +51,7 @@ TERM_GRACE_S = 0.2
 KILL_WAIT_S = 5.0
 POLL_INTERVAL_S = 0.05
 DRAIN_LIMIT_S = 0.2
+MAX_CHANNEL_BYTES = 8 << 20
 
 OK = "ok"
 NONZERO_EXIT = "nonzero_exit"
@@ -96,6 +106,43 @@ class _Capture:
         return b"".join(self.chunks)
 
 
+class _ReportChannel:
+    """A nonce in (fd 3 of the program), one report out (fd 4), read and checked here."""
+
+    def __init__(self) -> None:
+        self.nonce = secrets.token_hex(32)
+        nonce_r, nonce_w = os.pipe2(os.O_CLOEXEC)
+        os.write(nonce_w, self.nonce.encode())  # far below a pipe's buffer
+        os.close(nonce_w)
+        report_r, report_w = os.pipe2(os.O_CLOEXEC)
+        self.program_fds = [nonce_r, report_w]
+        self.capture = _Capture(report_r, MAX_CHANNEL_BYTES, keep_going=True)
+
+    def handed(self) -> None:
+        """The program has its ends: drop ours, so the pipe ends when the program's close."""
+        for fd in self.program_fds:
+            os.close(fd)
+        self.program_fds = []
+
+    def outcome(self) -> dict[str, Any]:
+        """``{"report": ...}`` (the report without its nonce) or ``{"error": why not}``."""
+        if self.capture.truncated:
+            return {"error": f"the report channel carried more than {MAX_CHANNEL_BYTES} bytes"}
+        data = self.capture.data()
+        if not data:
+            return {"error": "no report came on the channel (the test process ended early)"}
+        try:
+            report = json.loads(data)
+        except ValueError:
+            return {"error": "the report channel carried something other than one JSON report"}
+        given = report.pop("nonce", None) if isinstance(report, dict) else None
+        if not isinstance(given, str) or not hmac.compare_digest(
+            given.encode(errors="replace"), self.nonce.encode()
+        ):
+            return {"error": "the report on the channel does not carry this run's nonce"}
+        return {"report": report}
+
+
 class Executor:
     """Runs requests with spares from the zygote and reports what happened to them."""
 
@@ -118,6 +165,7 @@ class Executor:
         peer_request: dict[str, Any] = request.get("peer") or {}
         main = self.zygote.spare()
         peer = self.zygote.spare() if peer_request else None
+        channel = _ReportChannel() if request.get("channel") and peer is None else None
         oom_before = self.cgroup.oom_kills()
         cpu_before = self.cgroup.cpu_seconds()
         memory_before = self.cgroup.memory_bytes() or 0
@@ -133,7 +181,13 @@ class Executor:
             judge_end.close()
             candidate_end.close()
         else:
-            main.start(_child_request(request, request.get("role") or SANDBOX), _stdin(request), [])
+            main.start(
+                _child_request(request, request.get("role") or SANDBOX),
+                _stdin(request),
+                channel.program_fds if channel is not None else [],
+            )
+            if channel is not None:
+                channel.handed()
         stdout = _Capture(main.out_r, int(limits.get("stdout_bytes", 1 << 20)))
         stderr = _Capture(main.err_r, int(limits.get("stderr_bytes", 1 << 20)))
         watched = [stdout, stderr]
@@ -142,6 +196,8 @@ class Executor:
             peer_out = _Capture(peer.out_r, peer_cap, keep_going=True)
             peer_err = _Capture(peer.err_r, peer_cap, keep_going=True)
             watched += [peer_out, peer_err]
+        if channel is not None:
+            watched.append(channel.capture)
         reason, exit_report = self._watch(
             main.pid,
             watched,
@@ -194,6 +250,8 @@ class Executor:
                 "stderr": b64encode(peer_err.data()),
                 "cpu_s": round(peer_report["cpu_s"], 6),
             }
+        if channel is not None:
+            result["channel"] = channel.outcome()
         if setup_failure is not None:
             result["status"] = SETUP_ERROR
             result["setup_error"] = setup_failure

@@ -196,7 +196,7 @@ async def test_every_outcome(platform: Platform, tmp_path: Path) -> None:
         [write("import time\ntime.sleep(60)\n")],
     )
     variant("broken", fix_add.replace("tags:", "setup: exit 3\ntags:"), [])
-    # Exiting 0 at import, before pytest writes its report, is not a pass.
+    # Exiting 0 at import, before the harness sends its report, is not a pass.
     variant("exit-hack", fix_add, [write("import os\nos._exit(0)\n")])
     # The hidden tests are nowhere while the agent works.
     variant("peek", fix_add, [shell("find / -name 'test_calc.py' 2>/dev/null | wc -l")])
@@ -220,7 +220,7 @@ async def test_every_outcome(platform: Platform, tmp_path: Path) -> None:
     # The sleep was cut at the agent's deadline, not left to run its 8 s.
     assert by_task["slow"]["agent_s"] < 5
     assert "exit 3" in by_task["broken"]["error"] and by_task["broken"]["score"] is None
-    assert "without writing its JUnit report" in by_task["exit-hack"]["tests"]["reason"]
+    assert "no report came on the channel" in by_task["exit-hack"]["tests"]["reason"]
     assert by_task["hang"]["tests"]["status"] == "timeout"
     metrics = summarize(summary.records)
     assert metrics["infra_errors"] == 1 and metrics["scored_trials"] == 5
@@ -228,11 +228,6 @@ async def test_every_outcome(platform: Platform, tmp_path: Path) -> None:
     assert elapsed < 40
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="platform loophole (sessions.run_hidden_tests): the candidate's code runs in the "
-    "test process as the judge uid, so it can write /judge/report.xml itself and exit 0",
-)
 async def test_a_forged_junit_report_is_not_a_pass(platform: Platform, tmp_path: Path) -> None:
     forge = (
         "import os\n"
@@ -245,7 +240,10 @@ async def test_a_forged_junit_report_is_not_a_pass(platform: Platform, tmp_path:
         json.dumps({"tool": "write_file", "args": {"path": "calc.py", "content": forge}}) + "\n"
     )
     summary = await run(platform, ReplayAgent(script), tmp_path / "out", tasks=TASKS / "fix-add")
-    assert summary.records[0]["outcome"] == "failed"
+    record = summary.records[0]
+    assert record["outcome"] == "failed"
+    assert record["tests"]["exit_code"] == 0  # the forger did exit 0 ...
+    assert "no report came on the channel" in record["tests"]["reason"]  # ... to no avail
 
 
 # ------------------------------------------------------------------------------ OpenAI agent
@@ -552,6 +550,14 @@ def test_tasks_are_validated_strictly(tmp_path: Path) -> None:
         load_task(broken("empty", "category: x\n"))
     with pytest.raises(TaskError, match="duplicate key"):
         load_task(broken("twice", "instruction: x\ninstruction: y\n"))
+    # A command that runs pytest or names a report would be judged by forgeable evidence.
+    forgeable = "instruction: x\ntests: {command: 'python3 -m pytest --junitxml=r.xml .'}\n"
+    with pytest.raises(TaskError, match=r"tests\.command: a command that runs pytest.*framework"):
+        load_task(broken("forgeable", forgeable))
+    both = "instruction: x\ntests: {framework: pytest, command: 'bash check.sh'}\n"
+    with pytest.raises(TaskError, match=r"tests: give either 'framework: pytest'"):
+        load_task(broken("both", both))
+    assert load_task(broken("default", "instruction: x\n")).config.tests.pytest
     link = broken("link")
     (link / "files" / "escape").symlink_to("/etc/passwd")
     with pytest.raises(TaskError, match=r"files/escape: is a symbolic link"):

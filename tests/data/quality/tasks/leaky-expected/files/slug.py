@@ -1,0 +1,2 @@
+def slugify(text):
+    return text

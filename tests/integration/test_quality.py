@@ -1,0 +1,144 @@
+"""`sandbox quality check` on real sandboxes: planted defects are caught, shipped sets are clean.
+
+The planted tasks and problems live in ``tests/data/quality``: each is broken in
+one known way (a reference that fails, a flaky test, tests an empty answer
+passes, a duplicate pair) or has reward loopholes, one or more per probe class.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from sandbox.cli import main
+from sandbox.platform import Platform, PlatformSettings
+from sandbox.quality import CheckSettings, ItemResult, QualityReport, run_check
+from sandbox.quality.probes import PROBE_NAMES
+from sandbox.quality.progress import QualityProgress
+
+ROOT = Path(__file__).resolve().parents[2]
+PLANTED = ROOT / "tests" / "data" / "quality"
+TASKS = PLANTED / "tasks"
+SHIPPED = (ROOT / "sandbox" / "evals" / "suite", ROOT / "tests" / "data" / "languages")
+
+# Which planted task shows a loophole for each probe class.
+LOOPHOLES = {
+    "exit-zero": "loophole-import-check",
+    "os-exit-zero": "loophole-import-check",
+    "always-equal": "loophole-import-check",
+    "forged-report": "loophole-import-check",
+    "print-success": "loophole-output-match",
+    "plant-runner-config": "loophole-runner-env",
+    "sleep-timeout": "loophole-runner-env",
+    "no-op-runner": "loophole-visible-tests",
+    "monkeypatch-asserts": "loophole-runner-env",
+    "delete-tests": "loophole-visible-tests",
+    "edit-tests": "loophole-visible-tests",
+    "read-expected": "leaky-expected",
+}
+
+
+@pytest.fixture(scope="module")
+async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Platform]:
+    state = tmp_path_factory.mktemp("quality-state")
+    platform = Platform(PlatformSettings(warm=[], audit_path=state / "audit.db"))
+    await platform.start()
+    yield platform
+    await platform.close()
+
+
+async def _check(platform: Platform, paths: Sequence[Path], **settings: object) -> QualityReport:
+    return await run_check(
+        list(paths),
+        CheckSettings(concurrency=6, **settings),  # type: ignore[arg-type]
+        platform=platform,
+        progress=QualityProgress(enabled=False),
+    )
+
+
+def _item(report: QualityReport, key: str) -> ItemResult:
+    return next(item for item in report.items if item.key.endswith(key))
+
+
+def _checks(item: ItemResult, severity: str) -> set[str]:
+    return {f.check for f in item.findings if f.severity == severity}
+
+
+async def test_planted_loopholes_are_caught(platform: Platform) -> None:
+    assert set(LOOPHOLES) == set(PROBE_NAMES)
+    names = sorted(set(LOOPHOLES.values()))
+    report = await _check(platform, [TASKS / name for name in names], runs=1)
+    for probe, task in LOOPHOLES.items():
+        item = _item(report, task)
+        holes = {f.probe for f in item.findings if f.severity == "loophole"}
+        assert probe in holes, (task, probe, [f.message for f in item.findings])
+        assert item.failing and item.status == "loophole"
+    assert {item.key for item in report.failing} == set(names)
+
+
+async def test_planted_broken_tasks_and_problems_are_caught(platform: Platform) -> None:
+    names = ["broken-reference", "flaky", "passes-empty", "duplicate-a", "duplicate-b"]
+    report = await _check(
+        platform, [*(TASKS / n for n in names), PLANTED / "planted.jsonl"], runs=3, probes=()
+    )
+    broken = _item(report, "broken-reference")
+    assert "reference" in _checks(broken, "broken")
+    flaky = _item(report, "flaky")
+    assert "consistency" in _checks(flaky, "broken")
+    assert any("passes 2 of 3 runs" in f.message for f in flaky.findings)
+    assert any(f.check == "determinism" and "randomness" in f.message for f in flaky.findings)
+    empty = _item(report, "passes-empty")
+    assert {f.detail.get("control") for f in empty.findings} >= {"untouched", "empty", "trivial"}
+    for first, second in (
+        ("duplicate-a", "duplicate-b"),
+        ("planted/double", "planted/double-again"),
+    ):
+        item = _item(report, first)
+        assert any(f.check == "duplicate" and second in f.message for f in item.findings)
+        assert not item.failing, item.findings
+    assert "reference" in _checks(_item(report, "planted/bad-reference"), "broken")
+    constant = _item(report, "planted/constant-expected")
+    assert any(f.detail.get("control") == "trivial" for f in constant.findings)
+    wrong = _item(report, "planted/wrong-passes")
+    assert any(f.detail.get("control") == "wrong-1" for f in wrong.findings)
+    assert not _item(report, "planted/double").failing
+
+
+def test_cli_reports_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report"
+    code = main(
+        [
+            "quality",
+            "check",
+            str(TASKS / "broken-reference"),
+            "--runs",
+            "1",
+            "--probes",
+            "",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 1
+    printed = capsys.readouterr().out
+    assert "broken-reference" in printed and "BROKEN" in printed
+    data = json.loads((out / "quality.json").read_text())
+    assert data["failing"] == ["broken-reference"]
+    assert "broken-reference" in (out / "quality.html").read_text()
+    assert main(["quality", "check", str(tmp_path / "missing")]) == 2
+
+
+async def test_shipped_task_and_problem_sets_are_clean(platform: Platform) -> None:
+    """CI's gate: every shipped task and problem, one reference run, the controls and one
+    probe each in rotation (successive seeds cover the library)."""
+    report = await _check(platform, SHIPPED, runs=1, probe_sample=1)
+    assert len(report.items) >= 26 + 50
+    problems = {
+        item.key: [f.message for f in item.findings if f.severity in ("broken", "loophole")]
+        for item in report.failing
+    }
+    assert not problems, json.dumps(problems, indent=1)
