@@ -1,5 +1,6 @@
 # Entry points: `make setup` (venv + Docker engine + images, idempotent),
-# `make up` (serve), `make test`, `make bench`, `make clean`.
+# `make up` (serve), `make test`, `make demo` (GRPO on sandbox rewards), `make bench`,
+# `make clean`.
 # The engine and the base image need root (debootstrap, dockerd).
 
 PYTHON ?= python3
@@ -7,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup venv engine images up test bench clean
+.PHONY: setup venv engine images up test demo bench clean
 
 setup: venv engine images
 
@@ -33,6 +34,10 @@ test: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy sandbox api
 	$(BIN)/python -m pytest -q
+
+# Trains the tiny model on sandbox rewards; starts a service for the run if none answers.
+demo: setup
+	$(BIN)/sandbox train sandbox/rl/configs/demo.yaml --start-service
 
 bench: setup
 	$(BIN)/python bench/run_all.py
