@@ -22,6 +22,9 @@ class ModelConfig(_Model):
 
     kind: Literal["tiny-gpt2", "pretrained"] = "tiny-gpt2"
     path: Path | None = Field(default=None, description="A local model directory (pretrained).")
+    gguf_file: str | None = Field(
+        default=None, description="A GGUF file in `path` to load (de-quantized) instead."
+    )
     charset: str = Field(
         default="0123456789()+-*/'\"abcdefghijklmnopqrstuvwxyz _,.:=#\n", min_length=1
     )

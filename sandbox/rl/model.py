@@ -3,7 +3,8 @@
 Nothing is downloaded: the tiny model is randomly initialised from a
 ``GPT2Config`` (dropout off: with dropout on, old and new log-probabilities
 disagree and learning stalls); a pretrained model is loaded from a local
-directory with ``local_files_only``.
+directory with ``local_files_only`` (a GGUF file in it is de-quantized on load;
+that needs ``accelerate``).
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ def build(config: ModelConfig, seed: int) -> tuple[torch.nn.Module, Tokenizer]:
     torch.manual_seed(seed)
     if config.kind == "pretrained":
         assert config.path is not None
-        tokenizer = AutoTokenizer.from_pretrained(config.path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(config.path, local_files_only=True)
+        options = {"local_files_only": True, "gguf_file": config.gguf_file}
+        tokenizer = AutoTokenizer.from_pretrained(config.path, **options)
+        model = AutoModelForCausalLM.from_pretrained(config.path, **options)
         return model, PretrainedTokenizer(tokenizer)
     chars = CharTokenizer(config.charset)
     gpt2 = GPT2Config(
@@ -121,8 +123,9 @@ def sample_group(
     chosen_logprobs: list[torch.Tensor] = []
     past = None
     step_input = tokens
+    attention = torch.ones_like(tokens)
     for _ in range(max_new_tokens):
-        out = model(input_ids=step_input, cache=past, use_cache=True)
+        out = model(input_ids=step_input, attention_mask=attention, cache=past, use_cache=True)
         past = out.cache
         logits = out.logits[:, -1, :] / temperature
         logprobs = torch.log_softmax(logits, dim=-1)
@@ -131,6 +134,7 @@ def sample_group(
         chosen_logprobs.append(logprobs.gather(1, token.unsqueeze(1)).squeeze(1))
         finished |= (token == eos_id) | torch.isin(token, torch.tensor(sorted(stop_ids) or [-1]))
         step_input = token.unsqueeze(1)
+        attention = torch.cat([attention, torch.ones_like(step_input)], dim=1)
         if bool(finished.all()):
             break
     ids = torch.stack(chosen, dim=1)
@@ -149,14 +153,20 @@ def sample_group(
 
 
 def completion_logprobs(
-    model: torch.nn.Module, rollout: Rollout, pad_id: int
+    model: torch.nn.Module, rollout: Rollout, pad_id: int, temperature: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probabilities of each completion's tokens under ``model`` (with grad), and a mask."""
+    """Log-probabilities of each completion's tokens under ``model`` (with grad), and a mask.
+
+    The logits are divided by the sampling ``temperature``, as when the completions
+    were sampled: else the PPO ratio of an unchanged model would not be 1.
+    """
     width = max(len(c) for c in rollout.completions)
     rows = [rollout.prompt_ids + c + [pad_id] * (width - len(c)) for c in rollout.completions]
     inputs = torch.tensor(rows)
     mask = torch.tensor([[1.0] * len(c) + [0.0] * (width - len(c)) for c in rollout.completions])
-    logits = model(input_ids=inputs).logits[:, len(rollout.prompt_ids) - 1 : -1, :]
+    attention = torch.cat([torch.ones(len(rows), len(rollout.prompt_ids)), mask], dim=1)
+    logits = model(input_ids=inputs, attention_mask=attention).logits
+    logits = logits[:, len(rollout.prompt_ids) - 1 : -1, :] / temperature
     logprobs = torch.log_softmax(logits, dim=-1)
     targets = inputs[:, len(rollout.prompt_ids) :]
     return logprobs.gather(2, targets.unsqueeze(2)).squeeze(2), mask

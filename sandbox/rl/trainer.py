@@ -153,14 +153,18 @@ class Trainer:
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """The clipped loss of one group's kept completions under the current model."""
         grpo = self.config.grpo
-        logprobs, mask = completion_logprobs(self.model, rollout, self.tokenizer.pad_id)
+        logprobs, mask = completion_logprobs(
+            self.model, rollout, self.tokenizer.pad_id, grpo.temperature
+        )
         old = torch.zeros_like(logprobs)
         for row, values in enumerate(rollout.old_logprobs):
             old[row, : len(values)] = torch.tensor(values)
         ref = None
         if self.reference is not None:
             with torch.no_grad():
-                ref, _ = completion_logprobs(self.reference, rollout, self.tokenizer.pad_id)
+                ref, _ = completion_logprobs(
+                    self.reference, rollout, self.tokenizer.pad_id, grpo.temperature
+                )
         return clipped_policy_loss(
             logprobs,
             old,
@@ -197,7 +201,8 @@ class Trainer:
         if best < 0:
             return False
         count = len(self.held_out) * self.config.eval_samples
-        noise = 2 * math.sqrt(max(best * (1 - best), 1e-9) / count)
+        # Two standard errors of the difference of two estimates of the same rate.
+        noise = 2 * math.sqrt(2 * max(best * (1 - best), 1e-9) / count)
         return best - pass_rate > max(self.config.rollback_min_drop, noise)
 
     # ------------------------------------------------------------------ checkpoints

@@ -177,6 +177,8 @@ SYS_EXIT = "import sys\nsys.exit(0)\n"
 KILL_PYTEST = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
 # Imported lazily, inside the first test: the session ends there, with status 0.
 PYTEST_EXIT = "import pytest\n\ndef add(a, b):\n    pytest.exit('done', returncode=0)\n"
+# Imported by the tests: pytest's runner becomes a no-op, so every test "passes" unrun.
+NO_OP_RUNNER = "import _pytest.python\n\n_pytest.python.Function.runtest = lambda self: None\n"
 # A conftest and an ini file in the workspace that would turn every failure into a pass.
 PLANTED_CONFTEST = """\
 import pytest
@@ -201,6 +203,7 @@ async def test_forged_reports_exits_and_kills_are_not_a_pass(trials: Trials) -> 
             "sys-exit": (PYTEST, tests, [write("calc.py", SYS_EXIT)]),
             "kill-pytest": (PYTEST, tests, [write("calc.py", KILL_PYTEST)]),
             "pytest-exit": (PYTEST, tests, [write("calc.py", PYTEST_EXIT)]),
+            "no-op-runner": (PYTEST, tests, [write("calc.py", NO_OP_RUNNER)]),
             "conftest": (
                 PYTEST,
                 tests,
@@ -220,6 +223,7 @@ async def test_forged_reports_exits_and_kills_are_not_a_pass(trials: Trials) -> 
         "sys-exit": "failed",
         "kill-pytest": "failed",
         "pytest-exit": "failed",
+        "no-op-runner": "failed",
         "conftest": "failed",
     }
     assert records["honest"]["tests"]["report"] == {
@@ -230,7 +234,8 @@ async def test_forged_reports_exits_and_kills_are_not_a_pass(trials: Trials) -> 
         "skipped": 0,
     }
     # These exited 0 (os._exit, pytest.exit, or the tests did pass): the channel decided.
-    for name in ("junit-file", "guessed-nonce", "stolen-nonce", "garbage", "pytest-exit"):
+    exited_0 = ("junit-file", "guessed-nonce", "stolen-nonce", "garbage", "pytest-exit")
+    for name in (*exited_0, "no-op-runner"):
         assert records[name]["tests"]["exit_code"] == 0, name
     assert "no report came on the channel" in reason(records["junit-file"])
     for name in ("guessed-nonce", "stolen-nonce"):
@@ -241,6 +246,7 @@ async def test_forged_reports_exits_and_kills_are_not_a_pass(trials: Trials) -> 
     assert records["kill-pytest"]["tests"]["status"] == "signal"
     assert "never ran to an outcome" in reason(records["pytest-exit"])
     assert records["conftest"]["tests"]["report"]["failures"] == 2
+    assert records["no-op-runner"]["tests"]["report"]["errors"] == 2
 
 
 # A CLI the hidden test runs as a program of its own (as the judge uid), which

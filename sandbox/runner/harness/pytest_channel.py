@@ -20,7 +20,11 @@ that report, and only with the right nonce: a report the agent's code writes
 anywhere (``/judge/report.xml`` or any other file) means nothing, and no report
 (``os._exit(0)`` at import or in a test, a killed pytest) is not a pass.
 ``sys.exit(0)`` at import is a collection error; ``pytest.exit(returncode=0)``
-in a test leaves tests without an outcome: neither is a pass either.
+in a test leaves tests without an outcome: neither is a pass either. A plain
+test function counts as passed only if pytest's own runner called it (the plugin
+sees the call through ``pytest_pyfunc_call``) and ``pytest.Function.runtest`` is
+still the one pytest started with: agent code that swaps the runner for a no-op
+at import gets errors, not passes.
 
 Residual risk, said plainly: the agent's modules the tests import run *inside*
 this process, with its memory. Code that targets this very harness can find the
@@ -38,6 +42,8 @@ import json
 import os
 import sys
 from typing import Any
+
+import pytest
 
 NONCE_FD = 3
 REPORT_FD = 4
@@ -57,6 +63,11 @@ class Channel:
         self.collected: list[str] = []
         self.collect_errors: list[str] = []
         self.outcomes: dict[str, str] = {}
+        # Taken before any test module (or the agent's code it imports) is loaded.
+        self._function = pytest.Function
+        self._runtest = pytest.Function.runtest
+        self._plain: set[str] = set()
+        self._called: set[str] = set()
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
@@ -64,10 +75,18 @@ class Channel:
 
     def pytest_collection_finish(self, session: Any) -> None:
         self.collected = [item.nodeid for item in session.items]
+        self._plain = {item.nodeid for item in session.items if type(item) is self._function}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: Any) -> None:
+        """Note that the test function itself is being called (then pytest calls it)."""
+        self._called.add(pyfuncitem.nodeid)
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         if report.when == "call":
             outcome = FAILED if report.failed else SKIPPED if report.skipped else PASSED
+            if outcome == PASSED and not self._ran(report.nodeid):
+                outcome = ERROR  # "passed" without its function ever being called
         elif report.failed:  # set-up or teardown
             outcome = ERROR
         elif report.skipped:  # skipped in its set-up (a skip mark, a fixture's skip)
@@ -77,6 +96,12 @@ class Channel:
         known = self.outcomes.get(report.nodeid)
         if known is None or _RANK[outcome] > _RANK[known]:
             self.outcomes[report.nodeid] = outcome
+
+    def _ran(self, nodeid: str) -> bool:
+        """A plain test function passes only if pytest's own runner called it."""
+        if nodeid not in self._plain:
+            return True  # unittest cases, doctests: not run through pytest_pyfunc_call
+        return nodeid in self._called and self._function.runtest is self._runtest
 
     def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
         report = {
@@ -120,8 +145,6 @@ def main(args: list[str]) -> int:
     # As ``python3 -m pytest`` would: the working directory first on the path
     # (``-I`` kept this harness's own directory off it).
     sys.path.insert(0, os.getcwd())
-    import pytest
-
     return int(pytest.main(args, plugins=[Channel(nonce, REPORT_FD)]))
 
 
