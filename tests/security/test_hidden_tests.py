@@ -178,7 +178,10 @@ KILL_PYTEST = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
 # Imported lazily, inside the first test: the session ends there, with status 0.
 PYTEST_EXIT = "import pytest\n\ndef add(a, b):\n    pytest.exit('done', returncode=0)\n"
 # Imported by the tests: pytest's runner becomes a no-op, so every test "passes" unrun.
-NO_OP_RUNNER = "import _pytest.python\n\n_pytest.python.Function.runtest = lambda self: None\n"
+NO_OP_RUNNER = (
+    "import _pytest.python\n\n_pytest.python.Function.runtest = lambda self: None\n\n"
+    "def add(a, b):\n    return 0\n"
+)
 # A conftest and an ini file in the workspace that would turn every failure into a pass.
 PLANTED_CONFTEST = """\
 import pytest
