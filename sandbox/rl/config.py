@@ -91,7 +91,10 @@ class TrainConfig(_Model):
     eval_every: int = Field(default=10, ge=1)
     eval_samples: int = Field(default=4, ge=1, le=1024, description="Samples per held-out prompt.")
     rollback_min_drop: float = Field(
-        default=0.1, ge=0, le=1, description="A held-out drop smaller than this is noise."
+        default=0.1, ge=0, le=1, description="A held-out drop smaller than this never rolls back."
+    )
+    rollback_alpha: float = Field(
+        default=0.05, gt=0, lt=1, description="Significance of the gate's test for a rollback."
     )
     checkpoint_every: int = Field(default=10, ge=1)
     out_dir: Path = Path("runs/train")

@@ -4,7 +4,9 @@ Step ``t`` generates batch ``t + 1`` while the sandbox judges batch ``t``, then
 updates on batch ``t``'s rewards (its log-probabilities were recorded when it
 was sampled, so the PPO ratio stays exact). Samples the platform could not
 judge are dropped from the update. Every ``eval_every`` steps the held-out set
-is judged; a drop beyond noise from the best so far rolls the model and the
+is judged; a drop from the best evaluation so far that the evaluator's gate
+(:func:`sandbox.evals.compare.stratified_test`, per prompt) finds significant at
+``rollback_alpha`` and larger than ``rollback_min_drop`` rolls the model and the
 optimiser back to the last good checkpoint. Metrics go to ``metrics.jsonl``
 (reward, pass rate, KL, loss, time split, fraction of time waiting on the
 sandbox), checkpoints to ``checkpoints/``.
@@ -15,7 +17,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 
 from ..errors import InfrastructureError
+from ..evals.compare import stratified_test
 from .config import TrainConfig
 from .grpo import clipped_policy_loss, masked_group_advantages
 from .model import Rollout, build, completion_logprobs, sample_group
@@ -53,6 +55,7 @@ class History:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     rollbacks: list[dict[str, Any]] = field(default_factory=list)
     best_pass_rate: float = -1.0
+    best_counts: list[list[int]] | None = None
 
 
 class Trainer:
@@ -178,32 +181,44 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
 
-    def evaluate(self) -> dict[str, float]:
-        """Held-out pass rate (per tier too), sampling ``eval_samples`` completions a prompt."""
+    def evaluate(self) -> dict[str, Any]:
+        """Held-out pass rate (per tier too), sampling ``eval_samples`` completions a prompt.
+
+        ``held_out_counts`` is ``[judged, passed]`` per held-out prompt, in order.
+        """
         batch = self.generate(self.held_out, group_size=self.config.eval_samples)
         verdicts: Verdicts = self.verify(batch).result()
         size = self.config.eval_samples
         by_tier: dict[str, list[float]] = {}
-        scores: list[float] = []
+        counts: list[list[int]] = []
         for group, prompt in enumerate(batch.prompts):
             got = [r for r in verdicts.rewards[group * size : (group + 1) * size] if r is not None]
-            if got:
-                scores.extend(got)
-                by_tier.setdefault(prompt.tier, []).extend(got)
-        result = {"held_out_pass_rate": sum(scores) / len(scores) if scores else 0.0}
+            counts.append([len(got), sum(1 for r in got if r >= 1.0)])
+            by_tier.setdefault(prompt.tier, []).extend(got)
+        scores = [r for values in by_tier.values() for r in values]
+        result: dict[str, Any] = {
+            "held_out_pass_rate": sum(scores) / len(scores) if scores else 0.0,
+            "held_out_counts": counts,
+        }
         for tier, values in by_tier.items():
-            result[f"held_out_{tier}"] = sum(values) / len(values)
+            if values:
+                result[f"held_out_{tier}"] = sum(values) / len(values)
         return result
 
-    def regressed(self, pass_rate: float) -> bool:
-        """A drop from the best held-out rate beyond ``rollback_min_drop`` and binomial noise."""
-        best = self.history.best_pass_rate
-        if best < 0:
-            return False
-        count = len(self.held_out) * self.config.eval_samples
-        # Two standard errors of the difference of two estimates of the same rate.
-        noise = 2 * math.sqrt(2 * max(best * (1 - best), 1e-9) / count)
-        return best - pass_rate > max(self.config.rollback_min_drop, noise)
+    def regression_p(self, counts: list[list[int]]) -> float | None:
+        """The evaluator's gate on held-out counts: P(a drop this large | no real change).
+
+        Per prompt, the best evaluation so far is the baseline and ``counts`` the
+        candidate, compared by the exact stratified permutation test of
+        :mod:`sandbox.evals.compare`. ``None`` before there is a baseline.
+        """
+        best = self.history.best_counts
+        if best is None:
+            return None
+        pairs = [
+            (nb, cb, nc, cc) for (nb, cb), (nc, cc) in zip(best, counts, strict=True) if nb and nc
+        ]
+        return stratified_test(pairs).p_lower if pairs else None
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -316,7 +331,15 @@ class Trainer:
         started = time.monotonic()
         held = self.evaluate() | {"eval_s": round(time.monotonic() - started, 4)}
         rate = held["held_out_pass_rate"]
-        if self.regressed(rate) and self._good_checkpoint is not None:
+        p_value = self.regression_p(held["held_out_counts"])
+        drop = self.history.best_pass_rate - rate
+        held["regression_p"] = p_value
+        regressed = (
+            p_value is not None
+            and p_value < self.config.rollback_alpha
+            and drop > self.config.rollback_min_drop
+        )
+        if regressed and self._good_checkpoint is not None:
             self.load(self._good_checkpoint)
             event = {
                 "step": step,
@@ -335,6 +358,7 @@ class Trainer:
         path = self.save(step)
         if rate >= self.history.best_pass_rate:
             self.history.best_pass_rate = rate
+            self.history.best_counts = held["held_out_counts"]
             self._good_checkpoint = path
         return held | {"rolled_back": False}
 

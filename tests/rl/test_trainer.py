@@ -119,6 +119,18 @@ def _unreachable(tmp_path: Path, **overrides: Any) -> Trainer:
     return Trainer(config, rewards=SandboxRewards(SandboxConfig(url=url)))
 
 
+def test_the_rollback_gate_tells_noise_from_a_regression(tmp_path: Path) -> None:
+    trainer = _unreachable(tmp_path)
+    try:
+        assert trainer.regression_p([[32, 20]]) is None  # no baseline yet
+        trainer.history.best_counts = [[32, 23], [32, 30]]
+        assert trainer.regression_p([[32, 23], [32, 30]]) > 0.5  # the same counts
+        assert trainer.regression_p([[32, 20], [32, 28]]) > 0.05  # within the noise
+        assert trainer.regression_p([[32, 5], [32, 12]]) < 0.001  # a real drop
+    finally:
+        trainer.close()
+
+
 def test_unjudged_samples_are_dropped_not_scored_zero(tmp_path: Path) -> None:
     trainer = _unreachable(tmp_path, grpo={"group_size": 4, "max_new_tokens": 2})
     try:
