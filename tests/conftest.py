@@ -25,6 +25,7 @@ from sandbox.backends.docker import (
 )
 from sandbox.images import resolve_image
 from sandbox.launcher import SANDBOX_BIN, ServiceProcess, free_port
+from sandbox.platform import Platform, PlatformSettings
 from sandbox.policy import Policy, parse_policy
 from sandbox.pool import Pool
 
@@ -104,6 +105,16 @@ class Service(ServiceProcess):
 
 
 __all__ = ["REPO", "SANDBOX_BIN", "Service", "free_port", "make_policy"]
+
+
+@pytest.fixture(scope="module")
+async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Platform]:
+    """An in-process platform (nothing pre-warmed) with its own audit log, per test module."""
+    state = tmp_path_factory.mktemp("platform-state")
+    platform = Platform(PlatformSettings(warm=[], audit_path=state / "audit.db"))
+    await platform.start()
+    yield platform
+    await platform.close()
 
 
 @pytest.fixture(scope="session")

@@ -215,10 +215,9 @@ class Executor:
             survivors = procs.kill_all(self.config.untrusted_uids, kill_at_once=self.kill_at_once)
             if survivors:
                 reason = reason or "leftover processes survived SIGKILL"
-        self._drain(*watched)
-        for spare in (main, peer):
-            if spare is not None:
-                spare.close_outputs()
+        self._drain(*watched)  # closes every capture's pipe
+        if peer is not None:
+            peer.close_status()  # the main spare's was closed by _read_status
         status = exit_report["status"]
         cpu = exit_report["cpu_s"]
         oom = (self.cgroup.oom_kills() or 0) > (oom_before or 0)

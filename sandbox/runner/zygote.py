@@ -68,10 +68,16 @@ class Spare:
             pass  # the spare died; the zygote reports its exit
         self.control.close()
 
-    def close_outputs(self) -> None:
-        for fd in (self.out_r, self.err_r, self.status_r):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    def close_status(self) -> None:
+        """Close the set-up status pipe (of a spare whose status is not read).
+
+        Each descriptor is closed exactly once, by its one owner (stdout and
+        stderr by the executor's captures): closing one again could close
+        whatever reused its number meanwhile, such as a pipe of a spare the
+        zygote sent during the run.
+        """
+        with contextlib.suppress(OSError):
+            os.close(self.status_r)
 
 
 class Zygote:

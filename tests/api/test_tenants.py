@@ -134,6 +134,35 @@ def test_idempotency_keys_never_cross_tenants(keyed: Service) -> None:
     assert again["replayed"] is True  # the same tenant: the first run, replayed
 
 
+def test_another_tenants_session_is_a_404(keyed: Service) -> None:
+    """A session id works only for its tenant: to every other one (admins too) it does not exist."""
+    with client(keyed, "team-a") as owner:
+        created = owner.post("/v1/sessions", json={"policy": "default", "files": {"a.txt": "a"}})
+        assert created.status_code == 201, created.text
+        session_id = created.json()["id"]
+        assert len(session_id) >= 24  # 18 random bytes, URL-safe: not guessable
+        try:
+            for tenant in ("team-b", "admin"):
+                with client(keyed, tenant) as other:
+                    attempts = [
+                        other.get(f"/v1/sessions/{session_id}"),
+                        other.post(f"/v1/sessions/{session_id}/exec", json={"command": "ls"}),
+                        other.get(f"/v1/sessions/{session_id}/files", params={"path": "a.txt"}),
+                        other.post(f"/v1/sessions/{session_id}/snapshot"),
+                        other.delete(f"/v1/sessions/{session_id}"),
+                    ]
+                    assert [r.status_code for r in attempts] == [404] * 5, [
+                        r.text for r in attempts
+                    ]
+                    assert {r.json()["code"] for r in attempts} == {"not_found"}
+                    listed = other.get("/v1/sessions").json()
+                    assert session_id not in {s["id"] for s in listed}
+            read = owner.get(f"/v1/sessions/{session_id}/files", params={"path": "a.txt"})
+            assert read.status_code == 200, read.text  # still the owner's, untouched
+        finally:
+            assert owner.delete(f"/v1/sessions/{session_id}").status_code == 204
+
+
 def audit(service: Service, tenant: str, **params: Any) -> list[dict[str, Any]]:
     with client(service, tenant) as http:
         response = http.get("/v1/audit", params=params)
@@ -222,32 +251,3 @@ def test_keys_new_prints_a_key_and_its_hash() -> None:
     key = made.stdout.strip()
     assert key.startswith("sbx_") and len(key) > 40
     assert hash_key(key) in made.stderr and key not in made.stderr
-
-
-def test_another_tenants_session_is_a_404(keyed: Service) -> None:
-    """A session id works only for its tenant: to every other one (admins too) it does not exist."""
-    with client(keyed, "team-a") as owner:
-        created = owner.post("/v1/sessions", json={"policy": "default", "files": {"a.txt": "a"}})
-        assert created.status_code == 201, created.text
-        session_id = created.json()["id"]
-        assert len(session_id) >= 24  # 18 random bytes, URL-safe: not guessable
-        try:
-            for tenant in ("team-b", "admin"):
-                with client(keyed, tenant) as other:
-                    attempts = [
-                        other.get(f"/v1/sessions/{session_id}"),
-                        other.post(f"/v1/sessions/{session_id}/exec", json={"command": "ls"}),
-                        other.get(f"/v1/sessions/{session_id}/files", params={"path": "a.txt"}),
-                        other.post(f"/v1/sessions/{session_id}/snapshot"),
-                        other.delete(f"/v1/sessions/{session_id}"),
-                    ]
-                    assert [r.status_code for r in attempts] == [404] * 5, [
-                        r.text for r in attempts
-                    ]
-                    assert {r.json()["code"] for r in attempts} == {"not_found"}
-                    listed = other.get("/v1/sessions").json()
-                    assert session_id not in {s["id"] for s in listed}
-            read = owner.get(f"/v1/sessions/{session_id}/files", params={"path": "a.txt"})
-            assert read.status_code == 200, read.text  # still the owner's, untouched
-        finally:
-            assert owner.delete(f"/v1/sessions/{session_id}").status_code == 204

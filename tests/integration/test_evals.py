@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -40,22 +40,13 @@ from sandbox.evals import (
 )
 from sandbox.evals.agents import Agent
 from sandbox.evals.runner import RunSummary, read_results
-from sandbox.platform import Platform, PlatformSettings
+from sandbox.platform import Platform
 from tests.conftest import REPO, SANDBOX_BIN
 
 pytestmark = pytest.mark.docker
 
 TASKS = REPO / "tests" / "data" / "tasks"
 TASK_IDS = ["count-errors", "fix-add", "greet-cli"]
-
-
-@pytest.fixture(scope="module")
-async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Platform]:
-    state = tmp_path_factory.mktemp("eval-state")
-    platform = Platform(PlatformSettings(warm=[], audit_path=state / "audit.db"))
-    await platform.start()
-    yield platform
-    await platform.close()
 
 
 async def run(

@@ -8,13 +8,13 @@ passes, a duplicate pair) or has reward loopholes, one or more per probe class.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from sandbox.cli import main
-from sandbox.platform import Platform, PlatformSettings
+from sandbox.platform import Platform
 from sandbox.quality import CheckSettings, ItemResult, QualityReport, run_check
 from sandbox.quality.probes import PROBE_NAMES
 from sandbox.quality.progress import QualityProgress
@@ -22,7 +22,11 @@ from sandbox.quality.progress import QualityProgress
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "data" / "quality"
 TASKS = PLANTED / "tasks"
-SHIPPED = (ROOT / "sandbox" / "evals" / "suite", ROOT / "tests" / "data" / "languages")
+SHIPPED = (
+    ROOT / "sandbox" / "evals" / "suite",
+    ROOT / "tests" / "data" / "tasks",
+    ROOT / "tests" / "data" / "languages",
+)
 
 # Which planted task shows a loophole for each probe class.
 LOOPHOLES = {
@@ -39,15 +43,6 @@ LOOPHOLES = {
     "edit-tests": "loophole-visible-tests",
     "read-expected": "leaky-expected",
 }
-
-
-@pytest.fixture(scope="module")
-async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Platform]:
-    state = tmp_path_factory.mktemp("quality-state")
-    platform = Platform(PlatformSettings(warm=[], audit_path=state / "audit.db"))
-    await platform.start()
-    yield platform
-    await platform.close()
 
 
 async def _check(platform: Platform, paths: Sequence[Path], **settings: object) -> QualityReport:
@@ -136,7 +131,7 @@ async def test_shipped_task_and_problem_sets_are_clean(platform: Platform) -> No
     """CI's gate: every shipped task and problem, one reference run, the controls and one
     probe each in rotation (successive seeds cover the library)."""
     report = await _check(platform, SHIPPED, runs=1, probe_sample=1)
-    assert len(report.items) >= 26 + 50
+    assert len(report.items) >= 26 + 3 + 50
     problems = {
         item.key: [f.message for f in item.findings if f.severity in ("broken", "loophole")]
         for item in report.failing

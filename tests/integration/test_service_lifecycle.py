@@ -494,7 +494,8 @@ def test_burst_every_answer_is_200_or_429(burst: BurstOutcome) -> None:
     assert kinds[200] > 0
     assert len(burst.outcomes) == BURST
     refusals = Counter(detail for status, detail in burst.outcomes if status == 429)
-    assert set(refusals) <= {"capacity_exhausted"}, refusals
+    # Full pool and queue, or the (anonymous) tenant's rate: both are overload answers.
+    assert set(refusals) <= {"capacity_exhausted", "quota_exceeded"}, refusals
     print(f"\n{BURST} concurrent requests in {burst.seconds:.1f} s: {dict(kinds)}")
 
 

@@ -10,14 +10,13 @@ asks for.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
 
 from sandbox.evals import NullAgent, OracleAgent, Task, load_tasks, run_eval
 from sandbox.evals.agents import Agent
 from sandbox.evals.runner import RunSummary
-from sandbox.platform import Platform, PlatformSettings
+from sandbox.platform import Platform
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.docker
@@ -29,15 +28,6 @@ CATEGORIES = {"bugfix", "cli", "c-build", "data", "config", "environment", "mult
 @pytest.fixture(scope="module")
 def tasks() -> list[Task]:
     return load_tasks(SUITE)
-
-
-@pytest.fixture(scope="module")
-async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Platform]:
-    state = tmp_path_factory.mktemp("suite-state")
-    platform = Platform(PlatformSettings(warm=[], audit_path=state / "audit.db"))
-    await platform.start()
-    yield platform
-    await platform.close()
 
 
 async def run(

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox.evals import ReplayAgent, load_tasks, run_eval
-from sandbox.platform import Platform, PlatformSettings
+from sandbox.platform import Platform
 
 pytestmark = pytest.mark.docker
 
@@ -65,15 +65,6 @@ def test_negative():
     assert add(-4, 1) == -3
 """
 PASSING_JUNIT = '<testsuite tests="2"><testcase name="a"/><testcase name="b"/></testsuite>'
-
-
-@pytest.fixture(scope="module")
-async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Platform]:
-    state = tmp_path_factory.mktemp("hidden-tests-state")
-    platform = Platform(PlatformSettings(warm=[], audit_path=state / "audit.db"))
-    await platform.start()
-    yield platform
-    await platform.close()
 
 
 @pytest.fixture(scope="module", params=["default", "gvisor"])
