@@ -33,7 +33,7 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy sandbox api
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 # Trains the tiny model on sandbox rewards; starts a service for the run if none answers.
 demo: setup
