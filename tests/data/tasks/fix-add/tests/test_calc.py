@@ -6,9 +6,14 @@ sys.path.insert(0, os.environ["WORK"])
 from calc import add
 
 
+def check(result, expected):
+    # The type first: an object that claims to equal anything is not a sum.
+    assert type(result) is int and result == expected
+
+
 def test_small():
-    assert add(2, 3) == 5
+    check(add(2, 3), 5)
 
 
 def test_negative():
-    assert add(-4, 1) == -3
+    check(add(-4, 1), -3)
