@@ -32,7 +32,7 @@ up: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy sandbox api
+	$(BIN)/mypy sandbox api examples
 	$(BIN)/python -m pytest -q --durations=15
 
 # Trains the tiny model on sandbox rewards; starts a service for the run if none answers.

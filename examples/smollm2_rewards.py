@@ -22,13 +22,14 @@ import importlib.util
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from sandbox.client import SandboxClient
 from sandbox.judge import JudgeRequest
 from sandbox.rl.config import ModelConfig
-from sandbox.rl.model import build
+from sandbox.rl.model import PretrainedTokenizer, build
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PROBLEMS = [
@@ -63,7 +64,9 @@ def main() -> None:
 
     started = time.monotonic()
     config = ModelConfig(kind="pretrained", path=model_dir(), gguf_file=GGUF)
-    model, tokenizer = build(config, seed=0)
+    built, tokenizer = build(config, seed=0)
+    model: Any = built  # a transformers model: generate() and the rest
+    assert isinstance(tokenizer, PretrainedTokenizer)
     inner = tokenizer.inner  # the Hugging Face tokenizer, for its chat template
     print(f"loaded SmolLM2 in {time.monotonic() - started:.0f} s")
 
@@ -102,8 +105,9 @@ def main() -> None:
     with SandboxClient(args.url) as client:
         lines, _ = client.evaluate(requests, concurrency=16)
     for (prompt, code), line in zip(shown, lines, strict=True):
-        verdict = line.result.verdict if line.result else f"not judged ({line.error})"
-        reward = line.result.reward if line.result else None
+        result = line.result
+        verdict = f"{result.passed}/{result.total} tests passed" if result else "not judged"
+        reward = result.reward if result else None
         print(f"--- {prompt}\n{code.strip()}\n=> {verdict}, reward {reward}")
     rewards = [
         line.result.reward for line in lines if line.result and line.result.reward is not None
