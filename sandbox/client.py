@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import httpx
 
@@ -30,6 +30,8 @@ from .evaluate import ItemLine, Summary, parse_lines
 from .judge import JudgeRequest, JudgeResult
 from .pool import PoolStatus
 from .results import RunResult
+
+T = TypeVar("T")
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_S = 120.0
@@ -125,12 +127,11 @@ class SandboxClient:
             base_url=base_url, headers=headers, timeout=timeout, transport=transport
         )
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _retrying(self, send: Callable[[], T]) -> T:
+        """``send()``, again after the server's wait on a 429 (``max_retries`` times)."""
         for attempt in range(self.max_retries + 1):
             try:
-                response = self._http.request(method, path, **kwargs)
-                _raise_for_error(response)
-                return response
+                return send()
             except CapacityError as exc:
                 if attempt == self.max_retries:
                     raise
@@ -138,6 +139,14 @@ class SandboxClient:
             except httpx.HTTPError as exc:
                 raise _transport_error(exc, self.base_url) from exc
         raise AssertionError("unreachable")
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        def send() -> httpx.Response:
+            response = self._http.request(method, path, **kwargs)
+            _raise_for_error(response)
+            return response
+
+        return self._retrying(send)
 
     def run(
         self,
@@ -172,22 +181,15 @@ class SandboxClient:
     ) -> tuple[list[ItemLine], Summary]:
         """Judge a batch (``POST /v1/evaluate``); items come back in input order."""
         payload = _evaluate_payload(items, idempotency_key, options)
-        lines: list[str] = []
-        for attempt in range(self.max_retries + 1):
-            try:
-                with self._http.stream("POST", "/v1/evaluate", json=payload) as response:
-                    if response.status_code >= 400:
-                        response.read()
-                        _raise_for_error(response)
-                    lines = [line for line in response.iter_lines() if line.strip()]
-                break
-            except CapacityError as exc:
-                if attempt == self.max_retries:
-                    raise
-                time.sleep(_retry_wait(exc))
-            except httpx.HTTPError as exc:
-                raise _transport_error(exc, self.base_url) from exc
-        return parse_lines(lines)
+
+        def send() -> list[str]:
+            with self._http.stream("POST", "/v1/evaluate", json=payload) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _raise_for_error(response)
+                return [line for line in response.iter_lines() if line.strip()]
+
+        return parse_lines(self._retrying(send))
 
     def pool(self) -> PoolStatus:
         """The pool's counts (``GET /v1/pool``)."""

@@ -21,6 +21,14 @@ SANDBOX_BIN = Path(sys.executable).with_name("sandbox")
 DEFAULT_READY_TIMEOUT_S = 120.0
 
 
+def answers(url: str, timeout: float = 1.0) -> bool:
+    """Whether a service at ``url`` answers ``GET /healthz`` with 200."""
+    try:
+        return httpx.get(url.rstrip("/") + "/healthz", timeout=timeout).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def free_port() -> int:
     """A TCP port nothing listens on at the moment, on loopback."""
     with socket.socket() as sock:
@@ -57,11 +65,8 @@ class ServiceProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the service exited early:\n{self.log()[-4000:]}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+            if answers(self.url):
+                return
             time.sleep(0.2)
         raise TimeoutError(f"the service was not ready in {timeout} s:\n{self.log()[-4000:]}")
 

@@ -66,6 +66,7 @@ __all__ = [
     "PytestReport",
     "RunDir",
     "RunSummary",
+    "format_duration",
     "judge_report",
     "run_eval",
     "run_local",
@@ -293,7 +294,7 @@ class Progress:
         )
         return (
             f"eval [{bar}] {self.done}/{self.total}  {counts}  "
-            f"{_duration(elapsed)} elapsed, eta {_duration(eta)}"
+            f"{format_duration(elapsed)} elapsed, eta {format_duration(eta)}"
         )
 
     def start(self, already: int) -> None:
@@ -326,7 +327,8 @@ class Progress:
             self.stream.flush()
 
 
-def _duration(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
+    """``42s``, ``3m07s`` or ``1h05m``."""
     seconds = int(seconds)
     if seconds < 60:
         return f"{seconds}s"

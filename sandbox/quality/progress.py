@@ -8,16 +8,9 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any
 
-from sandbox.evals.runner import Progress
+from sandbox.evals.runner import Progress, format_duration
 
 __all__ = ["EvalProgress", "QualityProgress"]
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
 class QualityProgress:
@@ -43,7 +36,7 @@ class QualityProgress:
         elapsed = time.monotonic() - self.started
         return (
             f"quality [{bar}] {self.done}/{self.total}  {self.phase}  "
-            f"probes passed {self.loopholes}  {_duration(elapsed)}"
+            f"probes passed {self.loopholes}  {format_duration(elapsed)}"
         )
 
     def _draw(self) -> None:

@@ -14,10 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from ..errors import InvalidRequestError
-from ..launcher import ServiceProcess
+from ..launcher import ServiceProcess, answers
 from .config import TrainConfig, load_config
 
 EXIT_OK, EXIT_BELOW_TARGET = 0, 1
@@ -66,19 +64,12 @@ def run(args: argparse.Namespace) -> int:
             update={"sandbox": config.sandbox.model_copy(update={"url": url})}
         )
     with contextlib.ExitStack() as stack:
-        if args.start_service and config.sandbox.url and not _answers(config.sandbox.url):
+        if args.start_service and config.sandbox.url and not answers(config.sandbox.url, timeout=2):
             service = stack.enter_context(_service())
             config = config.model_copy(
                 update={"sandbox": config.sandbox.model_copy(update={"url": service.url})}
             )
         return _train(config, args.no_progress)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url.rstrip("/") + "/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 @contextlib.contextmanager
