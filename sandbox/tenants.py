@@ -4,7 +4,8 @@ Keys are never stored: a keys file holds their SHA-256 (``sandbox keys new``
 prints a fresh key and the line to add). Each key names a tenant, the
 policies it may use (``"*"`` for all), a concurrency quota and a rate limit
 (a token bucket). Without any key configured the service serves one tenant,
-``anonymous``, on loopback only.
+``anonymous``, on loopback only, with no quota of its own: the pool's bounds
+(its size and its queue, then 429) are the only limit.
 
 Keys file (YAML)::
 
@@ -47,7 +48,7 @@ KEYS_FILE_ENV = "SANDBOX_API_KEYS_FILE"
 KEYS_ENV = "SANDBOX_API_KEYS"
 ANONYMOUS = "anonymous"
 DEFAULT_MAX_CONCURRENCY = 64
-DEFAULT_RATE_PER_S = 200.0
+DEFAULT_RATE_PER_S = 1000.0
 MAX_KEYS_FILE_BYTES = 1 << 20
 KEY_BYTES = 32
 
@@ -72,8 +73,8 @@ class TenantConfig(BaseModel):
     tenant: TenantName
     key_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     policies: tuple[str, ...] = ("*",)
-    max_concurrency: int = Field(default=DEFAULT_MAX_CONCURRENCY, ge=1, le=100_000)
-    rate_per_s: float = Field(default=DEFAULT_RATE_PER_S, gt=0, le=1_000_000)
+    max_concurrency: int | None = Field(default=DEFAULT_MAX_CONCURRENCY, ge=1, le=100_000)
+    rate_per_s: float | None = Field(default=DEFAULT_RATE_PER_S, gt=0, le=1_000_000)
     admin: bool = False
 
 
@@ -90,7 +91,7 @@ class Tenant:
         self.config = config
         self.name = config.tenant
         self._in_flight = 0
-        self._tokens = float(config.rate_per_s)
+        self._tokens = float(config.rate_per_s or 0)
         self._stamp = time.monotonic()
         self._lock = threading.Lock()
 
@@ -105,24 +106,30 @@ class Tenant:
 
     @contextmanager
     def slot(self) -> Iterator[None]:
-        """Hold one of the tenant's concurrent slots; 429 when its quota or rate is spent."""
+        """Hold one of the tenant's concurrent slots; 429 when its quota or rate is spent.
+
+        A quota of ``None`` is no limit.
+        """
         with self._lock:
-            now = time.monotonic()
             rate = self.config.rate_per_s
-            self._tokens = min(rate, self._tokens + (now - self._stamp) * rate)
-            self._stamp = now
-            if self._tokens < 1:
-                raise QuotaError(
-                    f"tenant {self.name!r} is over its rate of {rate:g} requests/s",
-                    retry_after=(1 - self._tokens) / rate,
-                )
-            if self._in_flight >= self.config.max_concurrency:
+            if rate is not None:
+                now = time.monotonic()
+                self._tokens = min(rate, self._tokens + (now - self._stamp) * rate)
+                self._stamp = now
+                if self._tokens < 1:
+                    raise QuotaError(
+                        f"tenant {self.name!r} is over its rate of {rate:g} requests/s",
+                        retry_after=(1 - self._tokens) / rate,
+                    )
+            quota = self.config.max_concurrency
+            if quota is not None and self._in_flight >= quota:
                 raise QuotaError(
                     f"tenant {self.name!r} already has {self._in_flight} requests running "
-                    f"(its quota is {self.config.max_concurrency})",
+                    f"(its quota is {quota})",
                     retry_after=1.0,
                 )
-            self._tokens -= 1
+            if rate is not None:
+                self._tokens -= 1
             self._in_flight += 1
         try:
             yield
@@ -138,7 +145,15 @@ class Keyring:
         self._by_hash = {c.key_sha256: Tenant(c) for c in configs}
         if len(self._by_hash) != len(configs):
             raise PolicyError("the same key is listed twice", source="keys")
-        self.anonymous = Tenant(TenantConfig(tenant=ANONYMOUS, key_sha256="0" * 64, admin=True))
+        self.anonymous = Tenant(
+            TenantConfig(
+                tenant=ANONYMOUS,
+                key_sha256="0" * 64,
+                admin=True,
+                max_concurrency=None,
+                rate_per_s=None,
+            )
+        )
 
     @property
     def open(self) -> bool:

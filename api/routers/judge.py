@@ -55,7 +55,7 @@ async def evaluate(
     for item in request.items:
         tenant.allow_policy(item.policy)
     quota = tenant.config.max_concurrency
-    if request.concurrency > quota:
+    if quota is not None and request.concurrency > quota:
         request = request.model_copy(update={"concurrency": quota})
     with tenant.slot():  # the rate and the request itself; the batch is capped to the quota
         lines = platform.evaluator.start(request, tenant=tenant.name)

@@ -27,6 +27,7 @@ import pytest
 
 from sandbox.backends.docker import LABEL_MANAGED, LABEL_OWNER, owner_label
 from sandbox.images import resolve_image
+from sandbox.pool import DEFAULT_MAX_WAITERS
 from tests.conftest import Service
 
 pytestmark = pytest.mark.docker
@@ -491,11 +492,12 @@ def test_burst_every_answer_is_200_or_429(burst: BurstOutcome) -> None:
     kinds = Counter(status for status, _ in burst.outcomes)
     problems = [o for o in burst.outcomes if o[0] not in (200, 429)]
     assert not problems, f"{kinds}: {problems[:5]}"
-    assert kinds[200] > 0
     assert len(burst.outcomes) == BURST
+    # The anonymous tenant has no quota of its own: the pool's queue is the only bound,
+    # so every request that found room in it (the first DEFAULT_MAX_WAITERS at least) ran.
+    assert kinds[200] >= DEFAULT_MAX_WAITERS, kinds
     refusals = Counter(detail for status, detail in burst.outcomes if status == 429)
-    # Full pool and queue, or the (anonymous) tenant's rate: both are overload answers.
-    assert set(refusals) <= {"capacity_exhausted", "quota_exceeded"}, refusals
+    assert set(refusals) <= {"capacity_exhausted"}, refusals
     print(f"\n{BURST} concurrent requests in {burst.seconds:.1f} s: {dict(kinds)}")
 
 
