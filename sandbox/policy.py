@@ -254,7 +254,7 @@ _DANGEROUS_KEYS: Final[dict[str, str]] = {
     "usernsmode": _NAMESPACE,
     "cgroupns": _NAMESPACE,
     "cgroupnsmode": _NAMESPACE,
-    "networkmode": _NAMESPACE + "; the network is chosen by network.mode (only 'none')",
+    "networkmode": _NAMESPACE + "; the network is chosen by network.mode ('none' or 'allowlist')",
     "hostnetwork": _NAMESPACE,
     "hostpid": _NAMESPACE,
     "hostipc": _NAMESPACE,
