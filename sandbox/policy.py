@@ -13,8 +13,9 @@ pool sizing. Loading is strict, and nothing falls back to a permissive default:
   writable root, root uid, host network, the Docker socket, ...) are refused
   with a message saying why;
 * host mounts are read-only, must sit under a root listed in
-  ``SANDBOX_MOUNT_ALLOWLIST`` and may not be, contain or follow a link to a
-  system path.
+  ``SANDBOX_MOUNT_ALLOWLIST``, may not be, contain or follow a link to a
+  system path, and may have no other filesystem mounted below them (a
+  read-only bind mount is not recursive on Docker 20.10).
 
 Every refusal is a :class:`~sandbox.errors.PolicyError` that names the file,
 the dotted key and what to change. A request may only *lower* limits, through
@@ -198,6 +199,8 @@ NO_DESCENDANT_SOURCES: Final = (
     "/var/lib/docker",
 )
 """Host paths whose whole subtree is refused as a mount source."""
+MOUNTINFO: Final = "/proc/self/mountinfo"
+"""Where the mount points below a mount source are looked up."""
 
 PROTECTED_ENV_NAMES: Final = frozenset(
     {
@@ -420,8 +423,45 @@ def _allowlist_roots(explicit: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(roots)
 
 
+_MOUNTINFO_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+
+def _mount_points() -> list[str]:
+    """Every mount point of this process's mount namespace, as paths.
+
+    The kernel writes a space, tab, newline or backslash in a mount point as an
+    octal escape (``\\040``); those are decoded.
+    """
+    with open(MOUNTINFO, "rb") as handle:
+        lines = handle.read().splitlines()
+    points = []
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            point = _MOUNTINFO_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), fields[4])
+            points.append(os.fsdecode(point))
+    return points
+
+
+def _mounts_below(source: str) -> list[str]:
+    """The mount points strictly below ``source`` (a resolved, absolute path)."""
+    try:
+        points = _mount_points()
+    except OSError as exc:
+        raise ValueError(
+            f"mount source {source!r} cannot be checked for filesystems mounted below it "
+            f"({MOUNTINFO}: {exc.strerror}); load policies with mounts where {MOUNTINFO} "
+            "is readable, or remove the mount"
+        ) from None
+    return sorted({p for p in points if p != source and _is_under(p, source)})
+
+
 def _check_mount_source(value: str, allowlist: tuple[str, ...]) -> str:
-    """Where a read-only host mount may come from."""
+    """Where a read-only host mount may come from.
+
+    Checked when the policy is loaded: a filesystem mounted below the source
+    later is not seen (keep allowlisted roots free of mounts).
+    """
     what = "mount source"
     _check_abs_path(value, what)
     if value == "/":
@@ -460,6 +500,16 @@ def _check_mount_source(value: str, allowlist: tuple[str, ...]) -> str:
         )
     if not os.path.exists(value):
         raise ValueError(f"{what} {value!r} does not exist on this host; create it or fix the path")
+    below = _mounts_below(value)
+    if below:
+        shown = ", ".join(repr(p) for p in below[:3])
+        if len(below) > 3:
+            shown += f" and {len(below) - 3} more"
+        raise ValueError(
+            f"{what} {value!r} has another filesystem mounted below it ({shown}); a read-only "
+            "bind mount does not make the mounts below it read-only, so sandboxed code could "
+            "write there; unmount it, or mount a directory that has no mount below it"
+        )
     return value
 
 

@@ -5,6 +5,11 @@
 Docker reports them as the policy says, sandboxed code can read a mount but not
 change anything in it, and an extra tmpfs is writable, capped at its size and
 emptied by the reset between two executions in the same container.
+
+A read-only bind mount is not recursive on Docker 20.10 (a filesystem mounted
+below the source stays writable inside the sandbox under runc), so the policy
+loader refuses a source with a mount below it; that is checked here with a real
+tmpfs mounted below a temporary directory (needs root).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -25,6 +32,8 @@ from sandbox.policy import (
     DEFAULT_UID,
     MOUNT_ALLOWLIST_ENV,
     Policy,
+    load_policy,
+    parse_policy,
 )
 from sandbox.pool import Pool
 from sandbox.results import ExecResult, ExecStatus
@@ -248,6 +257,87 @@ async def test_extra_tmpfs_is_writable_capped_and_emptied_by_the_reset(
     assert second == first
     # Nothing left, and the space is free again.
     assert outcome == [[], "0o755", "OK"]
+
+
+# --------------------------------------------------------------------------------------
+# A mount source with a filesystem mounted below it is refused
+# --------------------------------------------------------------------------------------
+
+
+def _umount(path: Path) -> None:
+    if os.path.ismount(path):
+        subprocess.run(["umount", str(path)], check=False)
+    if os.path.ismount(path):
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+@pytest.fixture
+def submounted(tmp_path: Path) -> Iterator[tuple[Path, list[Path]]]:
+    """``root/data`` with a real tmpfs mounted at ``data/deep/er``, and another at
+    ``root/with space/in side`` (mountinfo escapes spaces); unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    root = tmp_path / "root"
+    points = [root / "data" / "deep" / "er", root / "with space" / "in side"]
+    for point in points:
+        point.mkdir(parents=True)
+    (root / "data" / "plain").mkdir()
+    mounted: list[Path] = []
+    try:
+        for point in points:
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(point)], check=True
+            )
+            mounted.append(point)
+            assert os.path.ismount(point)
+        yield root, points
+    finally:
+        for point in mounted:
+            _umount(point)
+
+
+def mount_yaml(source: Path) -> str:
+    return f"filesystem:\n  mounts:\n    - {{source: '{source}', target: '/data'}}\n"
+
+
+def test_mount_source_with_a_filesystem_mounted_below_it_is_refused(
+    submounted: tuple[Path, list[Path]],
+) -> None:
+    root, (deep, spaced) = submounted
+    allow = [str(root)]
+    # From a file: the refusal names the file, the key, the mount below and what to do.
+    policy_file = root.parent / "datasets.yaml"
+    policy_file.write_text(mount_yaml(root / "data"), encoding="utf-8")
+    with pytest.raises(PolicyError) as info:
+        load_policy(policy_file, mount_allowlist=allow)
+    err = info.value
+    assert err.key == "filesystem.mounts[0].source"
+    assert err.source == str(policy_file)
+    message = str(err)
+    assert str(policy_file) in message
+    assert "filesystem.mounts[0].source" in message
+    assert repr(str(deep)) in message
+    assert "mounted below it" in message and "unmount it" in message
+    # A mount point any depth below counts, also through an escaped name, and so
+    # does the allowlisted root itself.
+    for source, below in [
+        (root / "data" / "deep", deep),
+        (root / "with space", spaced),
+        (root, deep),
+    ]:
+        with pytest.raises(PolicyError, match="mounted below it") as info:
+            parse_policy(mount_yaml(source), name="t", mount_allowlist=allow)
+        assert repr(str(below)) in str(info.value)
+    # The mount points themselves, and directories beside them, are fine: nothing is
+    # mounted below them, and the bind makes their own filesystem read-only.
+    for source in (deep, spaced, root / "data" / "plain"):
+        policy = parse_policy(mount_yaml(source), name="t", mount_allowlist=allow)
+        assert policy.filesystem.mounts[0].source == str(source)
+    # Once unmounted, the same source loads: the refusal was for the mount below it.
+    _umount(deep)
+    assert load_policy(policy_file, mount_allowlist=allow).filesystem.mounts[0].source == str(
+        root / "data"
+    )
 
 
 # --------------------------------------------------------------------------------------
