@@ -60,7 +60,7 @@ def test_empty_file_counts_as_an_empty_config(tmp_path: Path, text: str) -> None
 
 def test_other_keys_and_runtimes_are_kept(tmp_path: Path) -> None:
     path = tmp_path / "daemon.json"
-    original = {
+    original: dict[str, Any] = {
         "log-driver": "json-file",
         "log-opts": {"max-size": "10m", "max-file": "3"},
         "storage-driver": "overlay2",
