@@ -19,6 +19,12 @@ Four kinds of tests, all run inside one leased sandbox per submission:
   readable from inside the candidate's own process.
 - ``files`` (Python): hidden pytest files run in the judge process, with the
   candidate's module imported through the same boundary.
+- ``command`` (any language): hidden test files and a command (``go test
+  -json``, ``node --test``, ``pytest --junitxml``, a script printing TAP) run as
+  the judge uid on a copy of the candidate's workspace in ``/judge``; the
+  per-test results are read here from the report the command wrote (JUnit XML,
+  ``go test -json`` or TAP), with size caps. See :meth:`Judge._command` for
+  what that does and does not guarantee.
 
 A pass needs positive evidence written after the last test: the judge's
 report with ``"complete": true`` (or matching outputs), never the candidate's exit
@@ -33,10 +39,12 @@ import logging
 import math
 import re
 import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import metrics
 from .audit import code_hash
@@ -67,6 +75,20 @@ DEFAULT_TEST_TIMEOUT_S = 5.0
 LOAD_TIMEOUT_S = 10.0
 MESSAGE_CHARS = 500
 COMPILE_OUTPUT_CHARS = 8000
+# ``command`` tests: where they run (the judge's copy of the candidate's workspace),
+# where their files wait while it is made, and what a report may be.
+COMMAND_DIR = f"{JUDGE_DIR}/run"
+STAGING = "staged-tests"
+COMMAND_STAGING = f"{JUDGE_DIR}/{STAGING}"
+COMMAND_SETUP = (
+    f"rm -rf {COMMAND_DIR} && "
+    f"python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {COMMAND_DIR} && "
+    f"cp -R {COMMAND_STAGING}/. {COMMAND_DIR}/ && rm -rf {COMMAND_STAGING}"
+)
+REPORT_FORMATS = ("junit", "go-json", "tap")
+MAX_REPORT_BYTES = 4 << 20
+MAX_COMMAND_ARGS = 256
+MAX_COMMAND_CHARS = 64 * 1024
 
 
 class TestVerdict(StrEnum):
@@ -79,6 +101,9 @@ class TestVerdict(StrEnum):
     MEMORY_LIMIT = "memory_limit"
     OUTPUT_LIMIT = "output_limit"
     COMPILE_ERROR = "compile_error"
+    # ``command`` tests: no usable report (missing, garbled, incomplete, empty, or
+    # contradicting the command's exit status): never a pass.
+    REPORT_ERROR = "report_error"
     SKIPPED = "skipped"
     INFRA_ERROR = "infra_error"
 
@@ -146,7 +171,71 @@ class FileTests(_Wire):
     module: str = Field(default="solution", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-Tests = Annotated[IOTests | FunctionTests | AssertTests | FileTests, Field(discriminator="kind")]
+def _check_command(value: list[str] | str | None, what: str) -> list[str] | str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError(f"{what} is an empty string; give an argv list or a shell command")
+        if len(value) > MAX_COMMAND_CHARS or "\x00" in value:
+            raise ValueError(f"{what} must be at most {MAX_COMMAND_CHARS} characters, no NUL")
+        return value
+    if not value or not value[0].strip():
+        raise ValueError(f'{what} is empty; give an argv list such as ["go", "test", "-json"]')
+    if len(value) > MAX_COMMAND_ARGS or sum(map(len, value)) > MAX_COMMAND_CHARS:
+        raise ValueError(f"{what} has more than {MAX_COMMAND_ARGS} arguments or characters")
+    if any("\x00" in arg for arg in value):
+        raise ValueError(f"{what} must not contain NUL")
+    return value
+
+
+class CommandTests(_Wire):
+    """Hidden test files and the command (any test runner) running them: ``Judge._command``."""
+
+    kind: Literal["command"] = "command"
+    files: dict[str, str] = Field(min_length=1, max_length=MAX_TEST_FILES)
+    command: list[str] | str = Field(
+        description="argv, or a string run with `bash -c`, in the directory holding the "
+        "candidate's file and the test files."
+    )
+    report: Literal["junit", "go-json", "tap"] = Field(
+        description="The report's format: JUnit XML, `go test -json` events, or TAP."
+    )
+    report_path: str | None = Field(
+        default=None,
+        description="Where the command writes its report, relative to its directory; "
+        "without it the report is the command's stdout.",
+    )
+    build: list[str] | str | None = Field(
+        default=None,
+        description="Run first, under the compile limits; failing is a compile_error.",
+    )
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="For the whole command; at most the wall limit."
+    )
+    expected_tests: list[str] | None = Field(
+        default=None,
+        max_length=MAX_CASES,
+        description="Names the report must hold; one missing is a runtime_error. Set it for "
+        "runners that count a test file exiting 0 as a pass (node --test).",
+    )
+
+    @field_validator("command")
+    @classmethod
+    def _command_given(cls, value: list[str] | str) -> list[str] | str:
+        checked = _check_command(value, "command")
+        assert checked is not None
+        return checked
+
+    @field_validator("build")
+    @classmethod
+    def _build_given(cls, value: list[str] | str | None) -> list[str] | str | None:
+        return _check_command(value, "build")
+
+
+Tests = Annotated[
+    IOTests | FunctionTests | AssertTests | FileTests | CommandTests, Field(discriminator="kind")
+]
 
 
 class JudgeRequest(_Wire):
@@ -391,12 +480,14 @@ class Judge:
         """Validate a request before anything runs: language, policy, limits, image."""
         language = get_language(request.language)
         kind = request.tests.kind
-        if kind != "io" and language.name != "python":
+        if kind not in ("io", "command") and language.name != "python":
             raise InvalidRequestError(
                 f"{kind} tests are for Python, where the tests run in a process the candidate "
                 f"cannot reach; for {language.name} use io tests, with a `driver` that calls "
-                "the candidate's function and prints what it returned"
+                "the candidate's function and prints what it returned, or command tests"
             )
+        if isinstance(request.tests, CommandTests):
+            self._check_command_paths(request.tests, language)
         if kind == "files":
             for path in request.tests.files:  # type: ignore[union-attr]
                 check_relative_path(path)
@@ -412,6 +503,23 @@ class Judge:
             "python" if language.name == "python" else language.image
         )
         return language, policy, limits, test_timeout, image
+
+    @staticmethod
+    def _check_command_paths(tests: CommandTests, language: Language) -> None:
+        for path in tests.files:
+            check_relative_path(path)
+            if path == language.source_file:
+                raise InvalidRequestError(
+                    f"test file {path!r} would replace the candidate's code "
+                    f"({language.source_file!r} in {language.name}); rename it"
+                )
+        if tests.report_path is not None:
+            check_relative_path(tests.report_path)
+            if tests.report_path in tests.files or tests.report_path == language.source_file:
+                raise InvalidRequestError(
+                    f"report_path {tests.report_path!r} names a file given before the run; "
+                    "the report must be written by the command"
+                )
 
     async def judge(self, request: JudgeRequest, *, tenant: str) -> JudgeResult:
         """Judge one submission; infrastructure failures come back as reward None."""
@@ -458,6 +566,8 @@ class Judge:
             return await self._io(
                 sandbox, request, tests, language, limits, env, test_timeout, started
             )
+        if isinstance(tests, CommandTests):
+            return await self._command(sandbox, request, tests, language, limits, env, started)
         return await self._pair(sandbox, request, limits, env, test_timeout, started)
 
     async def _compile(
@@ -554,6 +664,171 @@ class Judge:
         if failure.status is ExecStatus.TIMEOUT:
             output = f"compilation exceeded its time limit\n{output}"
         return score(request, results, compile_output=output, started=started)
+
+    async def _command(
+        self,
+        sandbox: Sandbox,
+        request: JudgeRequest,
+        tests: CommandTests,
+        language: Language,
+        limits: ExecLimits,
+        env: dict[str, str],
+        started: float,
+    ) -> JudgeResult:
+        """Hidden test files and a command, run as the judge uid on a copy of the candidate's work.
+
+        1. The candidate's code is written to ``/workspace`` as the sandbox uid.
+        2. As the judge uid, the workspace is copied to ``/judge/run`` (mode 0700, the
+           candidate's uid cannot read it) by ``runner/harness/workspace_copy.py`` (links
+           leading out of the copy dropped), and the hidden test files are put in it.
+        3. ``build``, if given, runs there as the judge uid under the compile limits;
+           failing is a ``compile_error``.
+        4. The command runs there as the judge uid, within ``timeout_s``. Its report (stdout,
+           or ``report_path``, removed first and read back by the runner, as root and
+           without following links, once every process of the run is dead) is parsed
+           here, by the service, never by code in the container, and capped in size.
+
+        A pass needs the command to exit 0 *and* a complete report (a JUnit file whose
+        counts add up, ``go test -json`` events ending each package, a TAP stream whose
+        plan matches its test points) listing at least one test that ran, none failed.
+        Anything else (no report, a garbled or truncated one, a timeout, a report that
+        says "all passed" from a command that exited 1) fails with ``report_error`` or
+        the run's own verdict; a ``go test`` build failure is a ``compile_error``.
+
+        What this guarantees, and what it does not: the tests are never readable by
+        the candidate's uid, and nothing the candidate leaves in its workspace is taken
+        for a report. But the command runs the candidate's code *as the judge uid*: a
+        runner that loads the candidate into its own process (``go test``, ``node
+        --test``, pytest importing it) can be made to write a forged report, and any
+        candidate code the command runs, in-process or as a program it starts, can read
+        the hidden test files while it runs. The report is evidence from the test
+        runner, not proof against code written to attack that runner; use ``io`` (or
+        Python's ``function``/``assert``/``files``) tests where that matters.
+        """
+        judge_env = {
+            **env,
+            "HOME": JUDGE_DIR,
+            "TMPDIR": JUDGE_DIR,
+            "USER": "judge",
+            "LOGNAME": "judge",
+        }
+        for name in ("GOCACHE", "GOPATH"):  # the toolchain's caches, the judge's own
+            if name in judge_env:
+                judge_env[name] = f"{JUDGE_DIR}/.{name.lower()}"
+        written = await sandbox.exec(
+            ["true"], limits=limits, env=env, files={language.source_file: request.code.encode()}
+        )
+        if written.status is not ExecStatus.OK:
+            return unjudged(
+                request, f"could not write the candidate's code: {written.reason}", started
+            )
+        staged = {f"{STAGING}/{path}": text.encode() for path, text in tests.files.items()}
+        setup = await sandbox.exec(
+            ["bash", "-c", COMMAND_SETUP],
+            limits=limits,
+            cwd=JUDGE_DIR,
+            env=judge_env,
+            files=staged,
+            role="judge",
+        )
+        if setup.status is not ExecStatus.OK:
+            return unjudged(
+                request, f"could not prepare the judge's copy: {_short(setup.stderr)}", started
+            )
+        if tests.build is not None:
+            compile_limits = limits.model_copy(
+                update={"wall_s": limits.compile_s, "cpu_s": limits.compile_s, "memory_bytes": None}
+            )
+            built = await sandbox.exec(
+                _argv(tests.build),
+                limits=compile_limits,
+                cwd=COMMAND_DIR,
+                env=judge_env,
+                role="judge",
+            )
+            if built.status is not ExecStatus.OK:
+                output = _head_and_tail(built.stderr + built.stdout)
+                if built.status is ExecStatus.TIMEOUT:
+                    output = f"the build exceeded its time limit\n{output}"
+                return _command_failure(
+                    request, TestVerdict.COMPILE_ERROR, "the build failed", started, output
+                )
+        timeout = min(tests.timeout_s or limits.wall_s, limits.wall_s)
+        argv = _argv(tests.command)
+        if tests.report_path is not None:  # whatever is there was not written by this run
+            argv = ["bash", "-c", 'rm -f -- "$0" && exec "$@"', tests.report_path, *argv]
+        run = await sandbox.exec(
+            argv,
+            limits=limits.model_copy(
+                update={"wall_s": timeout, "cpu_s": min(limits.cpu_s, timeout)}
+            ),
+            cwd=COMMAND_DIR,
+            env=judge_env,
+            fetch=[tests.report_path] if tests.report_path is not None else (),
+            role="judge",
+        )
+        return self._from_command(request, tests, run, started)
+
+    @staticmethod
+    def _from_command(
+        request: JudgeRequest, tests: CommandTests, run: ExecResult, started: float
+    ) -> JudgeResult:
+        """The verdict from a command's run and report, decided here."""
+        output = _short(run.stderr).strip()
+        if run.status not in (ExecStatus.OK, ExecStatus.NONZERO_EXIT):
+            verdict = _STATUS_VERDICT.get(run.status, TestVerdict.RUNTIME_ERROR)
+            why = f"the test command ended with {run.status.value} ({run.reason or run.signal})"
+            return _command_failure(request, verdict, f"{why}: {output}".strip(": "), started)
+        where = "its stdout" if tests.report_path is None else tests.report_path
+        data = run.stdout if tests.report_path is None else run.files.get(tests.report_path)
+        if data is None:
+            error = run.file_errors.get(str(tests.report_path), "not found")
+            return _command_failure(
+                request,
+                TestVerdict.REPORT_ERROR,
+                f"no report at {where} ({error}); the command exited {run.exit_code}: {output}",
+                started,
+            )
+        parsed = parse_report(tests.report, data)
+        if parsed.build_failed:
+            return _command_failure(
+                request,
+                TestVerdict.COMPILE_ERROR,
+                "the tests did not build",
+                started,
+                _head_and_tail(run.stderr + run.stdout),
+            )
+        problem = parsed.problem
+        ran = [t for t in parsed.tests if t.verdict is not TestVerdict.SKIPPED]
+        if problem is None and not parsed.tests:
+            problem = "it lists no test"
+        elif problem is None and not ran:
+            problem = f"every test in it ({len(parsed.tests)}) was skipped"
+        elif (
+            problem is None
+            and run.exit_code != 0
+            and all(t.verdict is TestVerdict.PASSED for t in ran)
+        ):
+            problem = f"the command exited {run.exit_code} although it shows no failure"
+        if problem is not None:
+            return _command_failure(
+                request,
+                TestVerdict.REPORT_ERROR,
+                f"the {tests.report} report in {where} is not usable: {problem}"
+                + (f"; the command exited {run.exit_code}: {output}" if run.exit_code else ""),
+                started,
+            )
+        results = list(parsed.tests)
+        named = {t.name for t in results}
+        for name in tests.expected_tests or ():
+            if name not in named:
+                results.append(
+                    TestResult(
+                        name=name, verdict=TestVerdict.RUNTIME_ERROR, message="not in the report"
+                    )
+                )
+        message = None if run.exit_code == 0 else f"the test command exited {run.exit_code}"
+        return score(request, results, message=message, started=started)
 
     async def _pair(
         self,
@@ -740,3 +1015,257 @@ def _crash_verdict(run: ExecResult, peer: dict[str, Any]) -> TestVerdict:
     if run.oom_killed:
         return TestVerdict.MEMORY_LIMIT
     return TestVerdict.RUNTIME_ERROR
+
+
+# ------------------------------------------------------------------------ command reports
+
+
+def _argv(command: list[str] | str) -> list[str]:
+    return ["bash", "-c", command] if isinstance(command, str) else list(command)
+
+
+def _command_failure(
+    request: JudgeRequest,
+    verdict: TestVerdict,
+    message: str,
+    started: float,
+    compile_output: str | None = None,
+) -> JudgeResult:
+    """A command run that gave no per-test evidence: one failed entry, reward 0."""
+    message = message[-MESSAGE_CHARS * 2 :]
+    return score(
+        request,
+        [TestResult(name="command", verdict=verdict, message=message)],
+        compile_output=compile_output,
+        message=message,
+        started=started,
+    )
+
+
+@dataclass
+class ParsedReport:
+    """Per-test results read from a report, or why the report cannot be used."""
+
+    tests: list[TestResult] = field(default_factory=list)
+    problem: str | None = None
+    build_failed: bool = False
+
+
+def parse_report(report_format: str, data: bytes) -> ParsedReport:
+    """Read a test runner's report (``junit``, ``go-json`` or ``tap``) on the trusted side.
+
+    Bounded: at most :data:`MAX_REPORT_BYTES` and :data:`MAX_CASES` tests; XML with a
+    DTD or entities is refused before parsing. ``problem`` says why a report is not
+    complete evidence (garbled, truncated, counts that do not add up).
+    """
+    if len(data) > MAX_REPORT_BYTES:
+        return ParsedReport(problem=f"it is larger than {MAX_REPORT_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return ParsedReport(problem="it is not UTF-8")
+    if report_format == "junit":
+        parsed = _parse_junit(text)
+    elif report_format == "go-json":
+        parsed = _parse_go_json(text)
+    else:
+        parsed = _parse_tap(text)
+    if len(parsed.tests) > MAX_CASES:
+        return ParsedReport(problem=f"it lists more than {MAX_CASES} tests")
+    return parsed
+
+
+def _parse_junit(text: str) -> ParsedReport:
+    if re.search(r"<!(DOCTYPE|ENTITY)", text, re.IGNORECASE):
+        return ParsedReport(problem="JUnit reports with a DTD or entities are refused")
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as exc:
+        return ParsedReport(problem=f"it is not well-formed XML ({exc})")
+    if root.tag not in ("testsuites", "testsuite"):
+        return ParsedReport(problem=f"its root is <{root.tag}>, not <testsuites> or <testsuite>")
+    try:
+        _junit_count(root)
+    except ValueError as exc:
+        return ParsedReport(problem=str(exc))
+    results = []
+    for case in root.iter("testcase"):
+        name = case.get("name") or "?"
+        classname = case.get("classname")
+        verdict, message = TestVerdict.PASSED, None
+        for tag, outcome in (
+            ("failure", TestVerdict.WRONG_ANSWER),
+            ("error", TestVerdict.RUNTIME_ERROR),
+            ("skipped", TestVerdict.SKIPPED),
+        ):
+            found = case.find(tag)
+            if found is not None:
+                verdict = outcome
+                message = (found.get("message") or found.text or tag)[:MESSAGE_CHARS]
+                break
+        results.append(
+            TestResult(
+                name=f"{classname}::{name}" if classname else name,
+                verdict=verdict,
+                time_s=_float(case.get("time")),
+                message=message,
+            )
+        )
+    return ParsedReport(tests=results)
+
+
+def _junit_count(suite: ElementTree.Element) -> int:
+    """The test cases in a suite; ValueError when its ``tests`` attribute says otherwise."""
+    count = sum(1 for child in suite if child.tag == "testcase")
+    count += sum(_junit_count(child) for child in suite if child.tag == "testsuite")
+    declared = suite.get("tests")
+    if declared is not None and declared.strip() != str(count):
+        raise ValueError(
+            f"<{suite.tag} name={suite.get('name')!r}> declares tests={declared[:20]!r} "
+            f"but holds {count} test cases (an incomplete report)"
+        )
+    return count
+
+
+def _float(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+_GO_BUILD_FAILED = re.compile(r"^FAIL\s.*\[(build|setup) failed\]\s*$")
+
+
+def _parse_go_json(text: str) -> ParsedReport:
+    """``go test -json``: top-level tests (subtests count through their parent), and
+    a final pass/fail/skip event for every package, or the run did not finish."""
+    order: list[tuple[str, str]] = []
+    outcome: dict[tuple[str, str], tuple[str, float | None]] = {}
+    output: dict[tuple[str, str], str] = {}
+    packages: list[str] = []
+    finished: set[str] = set()
+    build_failed = False
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:  # go test prints build failures as text, not events
+            build_failed = build_failed or bool(_GO_BUILD_FAILED.match(line))
+            continue
+        if not isinstance(event, dict):
+            return ParsedReport(problem=f"a line is not an event: {line[:80]!r}")
+        package, test, action = event.get("Package"), event.get("Test"), event.get("Action")
+        if not isinstance(package, str) or not isinstance(action, str):
+            return ParsedReport(problem=f"an event without Package or Action: {line[:80]!r}")
+        if test is not None and not isinstance(test, str):
+            return ParsedReport(problem=f"an event whose Test is not a name: {line[:80]!r}")
+        if package not in packages:
+            packages.append(package)
+        if test is None:
+            if action in ("pass", "fail", "skip"):
+                finished.add(package)
+            elif action == "output" and "[build failed]" in str(event.get("Output")):
+                build_failed = True
+            continue
+        key = (package, test.split("/")[0])
+        if key not in order:
+            order.append(key)
+        if action == "output" and len(output.get(key, "")) < 4 * MESSAGE_CHARS:
+            output[key] = output.get(key, "") + str(event.get("Output"))
+        elif action in ("pass", "fail", "skip") and "/" not in test:
+            outcome[key] = (action, _float(event.get("Elapsed")))
+    if build_failed and not order:
+        return ParsedReport(build_failed=True)
+    if not packages:
+        return ParsedReport(problem="it holds no go test events")
+    unfinished = [p for p in packages if p not in finished]
+    if unfinished:
+        return ParsedReport(problem=f"package {unfinished[0]} has no final event (cut short)")
+    several = len(packages) > 1
+    results = []
+    for key in order:
+        package, test = key
+        action, elapsed = outcome.get(key, ("", None))
+        text_out = output.get(key, "")
+        if action == "pass":
+            verdict, message = TestVerdict.PASSED, None
+        elif action == "skip":
+            verdict, message = TestVerdict.SKIPPED, None
+        elif action == "fail":
+            panicked = "panic:" in text_out
+            verdict = TestVerdict.RUNTIME_ERROR if panicked else TestVerdict.WRONG_ANSWER
+            message = text_out[-MESSAGE_CHARS:]
+        else:
+            verdict, message = (
+                TestVerdict.RUNTIME_ERROR,
+                "no outcome: the test binary stopped in it",
+            )
+        name = f"{package}.{test}" if several else test
+        results.append(TestResult(name=name, verdict=verdict, time_s=elapsed, message=message))
+    return ParsedReport(tests=results)
+
+
+_TAP_PLAN = re.compile(r"^1\.\.(\d+)\s*(#.*)?$")
+_TAP_POINT = re.compile(r"^(not )?ok\b(?:\s+(\d+))?\s*(?:-\s*)?(.*)$")
+_TAP_DIRECTIVE = re.compile(r"^(.*?)\s*(?<!\\)#\s*(skip|todo)\b.*$", re.IGNORECASE)
+
+
+def _parse_tap(text: str) -> ParsedReport:
+    """TAP (12/13/14): the top-level test points (indented subtests count through their
+    parent), exactly one plan ``1..N`` matching them, numbers 1..N in order if given,
+    no ``Bail out!``. ``# SKIP`` and ``# TODO`` are skipped."""
+    results: list[TestResult] = []
+    plans: list[int] = []
+    numbers: list[int | None] = []
+    detail: list[str] = []
+    collecting = False  # in the indented block right after a failed test point
+    for line in text.splitlines():
+        if line[:1].isspace():  # subtests, and the YAML block after a test point
+            if collecting:
+                detail.append(line.strip())
+            continue
+        collecting = False
+        if detail:
+            _tap_detail(results, detail)
+        if line.startswith("Bail out!"):
+            return ParsedReport(problem=f"the run bailed out: {line[:200]!r}")
+        plan = _TAP_PLAN.match(line)
+        if plan is not None:
+            plans.append(int(plan.group(1)))
+            continue
+        point = _TAP_POINT.match(line)
+        if point is None:
+            continue  # comments, "TAP version", anything else a consumer ignores
+        failed, number, description = point.group(1), point.group(2), point.group(3)
+        directive = _TAP_DIRECTIVE.match(description)
+        if directive is not None:
+            verdict, description = TestVerdict.SKIPPED, directive.group(1)
+        else:
+            verdict = TestVerdict.WRONG_ANSWER if failed else TestVerdict.PASSED
+        numbers.append(int(number) if number is not None else None)
+        name = description.strip() or f"test {len(results) + 1}"
+        results.append(TestResult(name=name[:MESSAGE_CHARS], verdict=verdict))
+        collecting = verdict is TestVerdict.WRONG_ANSWER
+    if detail:
+        _tap_detail(results, detail)
+    if not plans:
+        return ParsedReport(problem="it has no plan line (1..N): the run did not finish")
+    if len(plans) > 1:
+        return ParsedReport(problem=f"it has {len(plans)} plan lines")
+    if plans[0] != len(results):
+        return ParsedReport(
+            problem=f"its plan announces {plans[0]} tests but it has {len(results)} test points"
+        )
+    if any(n is not None and n != i for i, n in enumerate(numbers, start=1)):
+        return ParsedReport(problem="its test numbers are out of order or repeated")
+    return ParsedReport(tests=results)
+
+
+def _tap_detail(results: list[TestResult], detail: list[str]) -> None:
+    """The indented lines after a failed test point become its message."""
+    text = "\n".join(line for line in detail if line not in ("---", "..."))
+    results[-1] = results[-1].model_copy(update={"message": text[:MESSAGE_CHARS] or None})
+    detail.clear()
