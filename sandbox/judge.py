@@ -818,15 +818,7 @@ class Judge:
                 + (f"; the command exited {run.exit_code}: {output}" if run.exit_code else ""),
                 started,
             )
-        results = list(parsed.tests)
-        named = {t.name for t in results}
-        for name in tests.expected_tests or ():
-            if name not in named:
-                results.append(
-                    TestResult(
-                        name=name, verdict=TestVerdict.RUNTIME_ERROR, message="not in the report"
-                    )
-                )
+        results = _against_expected(parsed.tests, tests.expected_tests)
         message = None if run.exit_code == 0 else f"the test command exited {run.exit_code}"
         return score(request, results, message=message, started=started)
 
@@ -1040,6 +1032,27 @@ def _command_failure(
         message=message,
         started=started,
     )
+
+
+def _against_expected(tests: list[TestResult], expected: list[str] | None) -> list[TestResult]:
+    """With ``expected``, exactly those tests earn credit, in that order: one the report
+    lacks is a runtime error, one it holds twice takes its worse entry; any other test
+    in the report can only fail the submission (a passing one is left out)."""
+    if expected is None:
+        return tests
+    by_name: dict[str, TestResult] = {}
+    for test in tests:
+        earlier = by_name.get(test.name)
+        if earlier is None or earlier.verdict is TestVerdict.PASSED:
+            by_name[test.name] = test
+    results = [
+        by_name.get(name)
+        or TestResult(name=name, verdict=TestVerdict.RUNTIME_ERROR, message="not in the report")
+        for name in dict.fromkeys(expected)
+    ]
+    wanted = set(expected)
+    results += [t for t in tests if t.name not in wanted and t.verdict is not TestVerdict.PASSED]
+    return results
 
 
 @dataclass
