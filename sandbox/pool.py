@@ -304,15 +304,18 @@ class Pool:
                     group.waiting -= 1
                 if self._closed:
                     raise InfrastructureError("the pool is shutting down")
-        sandbox = await self._create(group)
-        group.starting -= 1
-        if sandbox is None:
-            self._spawn(self._notify(group))
-            raise InfrastructureError(
-                f"could not start a sandbox for policy {group.policy.name!r}; see the service log"
-            )
-        group.busy += 1
-        return _Slot(sandbox, tenant=tenant)
+        # The start runs on its own: cancelling this caller (a request timeout, a client
+        # gone) cancels only the claim, and the new sandbox goes idle instead.
+        claim: asyncio.Future[_Slot] = asyncio.get_running_loop().create_future()
+        self._spawn(self._start(group, claim))
+        try:
+            slot = await claim
+        except asyncio.CancelledError:
+            if claim.done() and not claim.cancelled() and claim.exception() is None:
+                self._release(group, claim.result(), None)  # handed over as the cancel came
+            raise
+        slot.tenant = tenant
+        return slot
 
     def _purge_dead(self, group: _Group) -> None:
         """Retire idle sandboxes already known to be dead, before anyone leases them."""
@@ -328,26 +331,18 @@ class Pool:
                 return
 
     async def _create(self, group: _Group) -> Sandbox | None:
-        """Create one sandbox for a group whose ``starting`` was already counted.
-
-        The caller moves it from ``starting`` to where it goes without awaiting in
-        between, so the group's total never dips below what exists.
-        """
+        """Create and start one sandbox; ``None`` (logged and counted) if that failed."""
         try:
-            async with self._starts:
-                if self._closed:
-                    return None
-                sandbox = await self.backend.create(group.image, group.policy)
+            sandbox = await self.backend.create(group.image, group.policy)
         except SandboxError as exc:
             logger.error("could not start a sandbox for %s: %s", group.policy.name, exc)
             group.create_failures_total += 1
-            sandbox = None
+            return None
         except Exception:
             logger.exception("could not start a sandbox for %s", group.policy.name)
             group.create_failures_total += 1
-            sandbox = None
-        if sandbox is not None:
-            group.created_total += 1
+            return None
+        group.created_total += 1
         return sandbox
 
     def _refill(self, group: _Group) -> None:
@@ -355,20 +350,41 @@ class Pool:
             return
         while group.unbound_ready < group.policy.pool.warm and group.total < group.policy.pool.max:
             group.starting += 1
-            self._spawn(self._warm_one(group))
+            self._spawn(self._start(group))
 
-    async def _warm_one(self, group: _Group) -> None:
-        sandbox = await self._create(group)
-        group.starting -= 1
-        if sandbox is not None and not self._closed:
-            group.idle.append(_Slot(sandbox))
-        async with group.changed:
-            group.changed.notify_all()
-        if sandbox is None:
+    async def _start(self, group: _Group, claim: asyncio.Future[_Slot] | None = None) -> None:
+        """Start one sandbox already counted in ``starting``, and place it.
+
+        It goes to the lease waiting on ``claim``; for a refill, or a lease cancelled
+        meanwhile, it is idle (warm capacity). A lease cancelled before a start slot was
+        free gets none created. ``starting`` is given up on every exit, in the same step
+        that places the sandbox, so the group's total never dips below what exists.
+        """
+        sandbox: Sandbox | None = None
+        try:
+            async with self._starts:
+                if not self._closed and not (claim is not None and claim.cancelled()):
+                    sandbox = await self._create(group)
+        finally:
+            group.starting -= 1
+            if sandbox is not None and claim is not None and not claim.done():
+                group.busy += 1
+                claim.set_result(_Slot(sandbox))
+            elif sandbox is not None:
+                group.idle.append(_Slot(sandbox))
+            elif claim is not None and not claim.done():
+                claim.set_exception(
+                    InfrastructureError(
+                        "the pool is shutting down"
+                        if self._closed
+                        else f"could not start a sandbox for policy {group.policy.name!r}; "
+                        "see the service log"
+                    )
+                )
+        await self._notify(group)
+        if sandbox is None and claim is None:
             await asyncio.sleep(REFILL_BACKOFF_S)
             self._refill(group)
-        elif self._closed:
-            await sandbox.close()
 
     def _release(self, group: _Group, slot: _Slot, retire_reason: str | None) -> None:
         group.busy -= 1

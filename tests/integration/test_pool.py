@@ -12,7 +12,7 @@ import json
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import docker
@@ -21,7 +21,12 @@ import psutil
 import pytest
 
 from sandbox.backends.docker import LABEL_OWNER, LABEL_POLICY, DockerBackend
-from sandbox.errors import CapacityError, ContainerLostError, InfrastructureError
+from sandbox.errors import (
+    CapacityError,
+    ContainerLostError,
+    InfrastructureError,
+    status_and_code,
+)
 from sandbox.execution import BASE_ENV, ExecutionService, RunRequest, exec_limits
 from sandbox.policy import Policy
 from sandbox.pool import GroupStatus, Pool
@@ -646,6 +651,112 @@ async def test_lease_timeout_raises_capacity_error_and_waiters_are_served(
             assert group(pool, policy).waiting == 1
             assert pool.status().waiting == 1
         assert await asyncio.wait_for(waiter, 5) == held_id
+    finally:
+        await pool.close()
+
+
+async def test_requests_queue_up_to_the_bound_then_get_429(
+    isolated_backend: DockerBackend, python_image: str
+) -> None:
+    waiters = 2
+    pool = Pool(isolated_backend, max_waiters=waiters)
+    policy = policy_for("pool-queue-bound")
+
+    async def lease_once() -> str:
+        async with pool.lease(python_image, policy, "a") as lease:
+            return lease.sandbox.id
+
+    try:
+        async with pool.lease(python_image, policy, "a") as held:
+            queued = [asyncio.create_task(lease_once()) for _ in range(waiters)]
+            deadline = time.monotonic() + 5
+            while pool.status().waiting < waiters:
+                assert time.monotonic() < deadline, pool.status()
+                await asyncio.sleep(0.01)
+            started = time.monotonic()
+            with pytest.raises(CapacityError) as info:
+                await lease_once()
+            assert time.monotonic() - started < 0.5  # refused at once
+            assert status_and_code(info.value) == (429, "capacity_exhausted")
+            assert info.value.retry_after > 0
+            assert group(pool, policy).waiting == waiters  # the queue is intact
+        # Once the sandbox is free, the waiters get it, one after the other.
+        assert await asyncio.wait_for(asyncio.gather(*queued), 20) == [held.sandbox.id] * waiters
+        assert pool.status().waiting == 0
+    finally:
+        await pool.close()
+
+
+async def until(condition: Callable[[], object], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the moment never came"
+        await asyncio.sleep(0.002)
+
+
+def states_of(client: docker.DockerClient, owner: str, policy: Policy) -> dict[str, str]:
+    labels = [f"{LABEL_OWNER}={owner}", f"{LABEL_POLICY}={policy.name}"]
+    return {c["Id"]: c["State"] for c in client.api.containers(all=True, filters={"label": labels})}
+
+
+@pytest.mark.parametrize(
+    "moment",
+    ["at-once", "waiting-for-a-start-slot", "creating", "starting", "0.05s", "0.2s", "0.5s"],
+)
+async def test_a_cancelled_cold_lease_leaks_nothing(
+    isolated_backend: DockerBackend,
+    python_image: str,
+    docker_client: docker.DockerClient,
+    moment: str,
+) -> None:
+    """A lease cancelled while its container starts (a request timeout, a client gone)
+    gives back its place and leaves no container the pool does not know of."""
+    pool = Pool(isolated_backend, start_concurrency=1, lease_timeout_s=5)
+    policy = policy_for(f"pool-cancel-{moment}", max_=2)
+    owner = isolated_backend.owner
+    creating = isolated_backend._creating  # container creations sent to the engine
+
+    async def lease_once() -> None:
+        async with pool.lease(python_image, policy, "t"):
+            pass
+
+    try:
+        others = []
+        if moment == "waiting-for-a-start-slot":
+            others.append(asyncio.create_task(lease_once()))
+            await until(lambda: creating)  # it holds the only start slot
+        victim = asyncio.create_task(lease_once())
+        if moment == "at-once":
+            await asyncio.sleep(0)
+        elif moment == "waiting-for-a-start-slot":
+            await until(lambda: group(pool, policy).starting == 2)
+        elif moment == "creating":
+            await until(lambda: creating)
+        elif moment == "starting":
+            await until(lambda: creating)
+            await until(lambda: not creating)  # created; being started, not handed out yet
+        else:
+            await asyncio.sleep(float(moment.removesuffix("s")))
+        victim.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await victim
+        await asyncio.gather(*others)
+
+        status = await settle(pool, policy)
+        assert (status.starting, status.busy) == (0, 0)
+        states = states_of(docker_client, owner, policy)
+        assert sorted(states.values()) == ["running"] * status.idle  # none created and forgotten
+        # The whole capacity is still there, and every container is one the pool holds.
+        async with contextlib.AsyncExitStack() as stack:
+            leases = [
+                await stack.enter_async_context(pool.lease(python_image, policy, "t"))
+                for _ in range(policy.pool.max)
+            ]
+            held = {lease.sandbox.id for lease in leases}
+            assert len(held) == policy.pool.max
+            assert set(states_of(docker_client, owner, policy)) == held
+        await pool.close()
+        assert containers_of(docker_client, owner) == []
     finally:
         await pool.close()
 
