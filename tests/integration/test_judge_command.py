@@ -1,9 +1,10 @@
 """``command`` tests end to end: hidden test files, a test runner, its report read by the service.
 
 Go (``go test -json``), JavaScript (``node --test`` with TAP), Python (pytest's
-JUnit XML) and C (a ``build`` with gcc, then a bash script printing TAP) on real
-containers: per-test names and verdicts, compile errors, missing or incomplete
-reports, timeouts, and candidates that try to pass without being right. The
+JUnit XML), Rust (libtest's JUnit on stdout) and C (a ``build`` with gcc, then a
+bash script printing TAP) on real containers: per-test names and verdicts,
+compile errors, missing or incomplete reports, timeouts, and candidates that try
+to pass without being right. The
 command runs the candidate's code as the judge uid, so a candidate that attacks
 an in-process runner can forge its report: the strict xfails here show that
 limit (documented in ``Judge._command`` and the README) rather than hide it.
@@ -389,6 +390,33 @@ async def test_c_compile_error(judge: Judge) -> None:
     result = await run(judge, "c", "int main(void) { return syntax error; }\n", C)
     failed_with(result, "compile_error")
     assert "error" in (result.compile_output or ""), result
+
+
+# ------------------------------------------------------------------------ Rust, libtest's JUnit
+
+RUST_TESTS = (
+    '#[path = "main.rs"]\nmod candidate;\nuse candidate::add;\n\n'
+    "#[test]\nfn small() { assert_eq!(add(2, 3), 5); }\n\n"
+    "#[test]\nfn negative() { assert_eq!(add(-2, 3), 1); }\n"
+)
+RUST = {
+    "kind": "command",
+    "files": {"tests.rs": RUST_TESTS},
+    "build": ["rustc", "--edition", "2021", "--test", "-o", "tests", "tests.rs"],
+    "command": ["./tests", "-Z", "unstable-options", "--format", "junit", "--test-threads", "1"],
+    "report": "junit",
+}
+
+
+async def test_rust_junit_on_stdout(judge: Judge) -> None:
+    right = await run(judge, "rust", "pub fn add(a: i64, b: i64) -> i64 { a + b }\n", RUST)
+    assert (right.reward, right.passed, right.total) == (1.0, 2, 2), right
+    wrong_code = "pub fn add(a: i64, b: i64) -> i64 { if a < 0 { 0 } else { a + b } }\n"
+    wrong = await run(judge, "rust", wrong_code, RUST)
+    assert outcomes(wrong) == {"unknown::small": "passed", "unknown::negative": "wrong_answer"}
+    assert (wrong.reward, wrong.error_class) == (0.5, "wrong_answer"), wrong
+    broken = await run(judge, "rust", "pub fn add(a: i64, b: i64) -> i64 { a + }\n", RUST)
+    failed_with(broken, "compile_error")
 
 
 # ------------------------------------------------------------------------ bad requests
