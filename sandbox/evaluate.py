@@ -4,13 +4,16 @@ Every item is one :class:`~sandbox.judge.JudgeRequest` (all its tests in one
 leased container). Results come out as they finish, each tagged with its index.
 An item that runs past ``item_timeout_s``, or is still waiting when the batch's
 ``deadline_s`` passes, gets reward ``None`` and ``error_class
-"deadline_exceeded"``: never a 0 the code did not earn. An idempotency key makes
+"deadline_exceeded"``: never a 0 the code did not earn. A batch once accepted
+waits out a full pool (its items retry after the pool's ``Retry-After``)
+instead of failing items that merely found no room. An idempotency key makes
 a retried batch replay (or join) the first run instead of running again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -27,6 +30,7 @@ MAX_CONCURRENCY = 256
 MAX_ITEMS_IN_FLIGHT = 50_000
 IDEMPOTENCY_TTL_S = 3600.0
 MAX_REMEMBERED_BATCHES = 256
+MAX_CAPACITY_WAIT_S = 600.0
 
 
 class EvaluateRequest(BaseModel):
@@ -215,9 +219,22 @@ class Evaluator:
             message = "the batch deadline passed before this item ran"
             return unjudged(item, message, started, DEADLINE)
         try:
-            return await asyncio.wait_for(self.judge.judge(item, tenant=tenant), timeout)
+            return await asyncio.wait_for(self._judge_when_room(item, tenant), timeout)
         except TimeoutError:
             return unjudged(item, f"not judged within {timeout:.1f} s", started, DEADLINE)
+
+    async def _judge_when_room(self, item: JudgeRequest, tenant: str) -> JudgeResult:
+        """Judge ``item``, retrying while the pool has no room (for at most
+        :data:`MAX_CAPACITY_WAIT_S`; then the item's line carries the error)."""
+        give_up = time.monotonic() + MAX_CAPACITY_WAIT_S
+        while True:
+            try:
+                return await self.judge.judge(item, tenant=tenant)
+            except CapacityError as exc:
+                pause = exc.retry_after * random.uniform(0.5, 1.5)
+                if time.monotonic() + pause > give_up:
+                    raise
+                await asyncio.sleep(pause)
 
     def _forget_old(self) -> None:
         """Drop finished batches past their time to live, or beyond the count kept."""
