@@ -92,9 +92,9 @@ def _raise_for_error(response: httpx.Response) -> None:
     except (ValueError, KeyError, TypeError):
         code, message = "", f"HTTP {response.status_code}: {response.text[:500]}"
     kind = error_for_code(code) if code else SandboxError
-    if kind is CapacityError:
+    if issubclass(kind, CapacityError):  # the pool's 429 or the tenant's quota
         retry_after = float(response.headers.get("Retry-After", "1") or 1)
-        raise CapacityError(message, retry_after=retry_after)
+        raise kind(message, retry_after=retry_after)
     raise kind(message)
 
 

@@ -11,8 +11,10 @@ exit (wait status and resource usage), since only a parent can wait for it.
 On request it also forks a *killer*: a process that drops to one untrusted uid
 and SIGKILLs every process of that uid at once (``kill(-1)``), which no fork
 bomb can outrun, as it can outrun a scan of /proc. It comes from the zygote, not
-the runner, so that not even for an instant does a copy of the runner's memory
-run as an untrusted uid.
+the runner, so that no copy of the runner's memory ever runs as an untrusted uid
+while processes of that uid live. (The reset's System V IPC clean-up forks from
+the runner and drops to the owner's uid, but only once every process of that uid
+is dead, and it runs nothing but the removal; see ``reset._remove_ipc_as``.)
 
 Commands from the runner are ``spawn`` and ``kill UID GID``; messages back are
 small JSON objects, one per datagram on the SOCK_SEQPACKET pair.
