@@ -87,6 +87,7 @@ COMMAND_SETUP = (
 )
 REPORT_FORMATS = ("junit", "go-json", "tap")
 MAX_REPORT_BYTES = 4 << 20
+MAX_LINE_CHARS = 4096
 MAX_COMMAND_ARGS = 256
 MAX_COMMAND_CHARS = 64 * 1024
 
@@ -1097,12 +1098,14 @@ def _parse_junit(text: str) -> ParsedReport:
         return ParsedReport(problem=f"it is not well-formed XML ({exc})")
     if root.tag not in ("testsuites", "testsuite"):
         return ParsedReport(problem=f"its root is <{root.tag}>, not <testsuites> or <testsuite>")
-    try:
-        _junit_count(root)
-    except ValueError as exc:
-        return ParsedReport(problem=str(exc))
+    problem = _junit_counts(root)
+    if problem is not None:
+        return ParsedReport(problem=problem)
+    cases = list(root.iter("testcase"))
+    if len(cases) > MAX_CASES:
+        return ParsedReport(problem=f"it lists more than {MAX_CASES} tests")
     results = []
-    for case in root.iter("testcase"):
+    for case in cases:
         name = case.get("name") or "?"
         classname = case.get("classname")
         verdict, message = TestVerdict.PASSED, None
@@ -1127,17 +1130,25 @@ def _parse_junit(text: str) -> ParsedReport:
     return ParsedReport(tests=results)
 
 
-def _junit_count(suite: ElementTree.Element) -> int:
-    """The test cases in a suite; ValueError when its ``tests`` attribute says otherwise."""
-    count = sum(1 for child in suite if child.tag == "testcase")
-    count += sum(_junit_count(child) for child in suite if child.tag == "testsuite")
-    declared = suite.get("tests")
-    if declared is not None and declared.strip() != str(count):
-        raise ValueError(
-            f"<{suite.tag} name={suite.get('name')!r}> declares tests={declared[:20]!r} "
-            f"but holds {count} test cases (an incomplete report)"
+def _junit_counts(root: ElementTree.Element) -> str | None:
+    """Whether every suite holds as many test cases (its own and its nested suites')
+    as its ``tests`` attribute says. Iterative: a report nested 100,000 deep is fine."""
+    suites = [e for e in root.iter() if e.tag in ("testsuites", "testsuite")]
+    counts: dict[int, int] = {}
+    for suite in reversed(suites):  # nested suites before the suites holding them
+        count = sum(
+            1 if child.tag == "testcase" else counts.get(id(child), 0)
+            for child in suite
+            if child.tag in ("testcase", "testsuite")
         )
-    return count
+        counts[id(suite)] = count
+        declared = suite.get("tests")
+        if declared is not None and declared.strip() != str(count):
+            return (
+                f"<{suite.tag} name={suite.get('name', '')[:80]!r}> declares "
+                f"tests={declared[:20]!r} but holds {count} test cases (an incomplete report)"
+            )
+    return None
 
 
 def _float(value: Any) -> float | None:
@@ -1159,6 +1170,7 @@ def _parse_go_json(text: str) -> ParsedReport:
     output: dict[tuple[str, str], str] = {}
     packages: list[str] = []
     finished: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     build_failed = False
     for line in text.splitlines():
         if not line.strip():
@@ -1166,7 +1178,7 @@ def _parse_go_json(text: str) -> ParsedReport:
         try:
             event = json.loads(line)
         except ValueError:  # go test prints build failures as text, not events
-            build_failed = build_failed or bool(_GO_BUILD_FAILED.match(line))
+            build_failed = build_failed or bool(_GO_BUILD_FAILED.match(line[:MAX_LINE_CHARS]))
             continue
         if not isinstance(event, dict):
             return ParsedReport(problem=f"a line is not an event: {line[:80]!r}")
@@ -1184,8 +1196,11 @@ def _parse_go_json(text: str) -> ParsedReport:
                 build_failed = True
             continue
         key = (package, test.split("/")[0])
-        if key not in order:
+        if key not in seen:
+            seen.add(key)
             order.append(key)
+            if len(order) > MAX_CASES:
+                return ParsedReport(problem=f"it lists more than {MAX_CASES} tests")
         if action == "output" and len(output.get(key, "")) < 4 * MESSAGE_CHARS:
             output[key] = output.get(key, "") + str(event.get("Output"))
         elif action in ("pass", "fail", "skip") and "/" not in test:
@@ -1235,7 +1250,8 @@ def _parse_tap(text: str) -> ParsedReport:
     numbers: list[int | None] = []
     detail: list[str] = []
     collecting = False  # in the indented block right after a failed test point
-    for line in text.splitlines():
+    for whole in text.splitlines():
+        line = whole[:MAX_LINE_CHARS]  # bounded work per line for the regular expressions
         if line[:1].isspace():  # subtests, and the YAML block after a test point
             if collecting:
                 detail.append(line.strip())
@@ -1261,6 +1277,8 @@ def _parse_tap(text: str) -> ParsedReport:
         numbers.append(int(number) if number is not None else None)
         name = description.strip() or f"test {len(results) + 1}"
         results.append(TestResult(name=name[:MESSAGE_CHARS], verdict=verdict))
+        if len(results) > MAX_CASES:
+            return ParsedReport(problem=f"it lists more than {MAX_CASES} tests")
         collecting = verdict is TestVerdict.WRONG_ANSWER
     if detail:
         _tap_detail(results, detail)
