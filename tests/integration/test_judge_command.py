@@ -12,6 +12,7 @@ limit (documented in ``Judge._command`` and the README) rather than hide it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 from sandbox.errors import InvalidRequestError
 from sandbox.execution import ExecutionService
 from sandbox.images import resolve_image
-from sandbox.judge import Judge, JudgeRequest, JudgeResult
+from sandbox.judge import MAX_REPORT_BYTES, Judge, JudgeRequest, JudgeResult, parse_report
 from sandbox.policy import Policy
 from sandbox.pool import Pool
 from tests.conftest import make_policy
@@ -417,6 +418,151 @@ async def test_rust_junit_on_stdout(judge: Judge) -> None:
     assert (wrong.reward, wrong.error_class) == (0.5, "wrong_answer"), wrong
     broken = await run(judge, "rust", "pub fn add(a: i64, b: i64) -> i64 { a + }\n", RUST)
     failed_with(broken, "compile_error")
+
+
+# ------------------------------------------------------------------------ Java and bash
+
+JAVA_TESTS = """\
+public class TestMain {
+    static int n = 0;
+
+    static void check(String name, boolean ok) {
+        n++;
+        System.out.println((ok ? "ok " : "not ok ") + n + " - " + name);
+    }
+
+    public static void main(String[] args) {
+        check("small", Main.add(2, 3) == 5);
+        check("negative", Main.add(-2, 3) == 1);
+        System.out.println("1.." + n);
+    }
+}
+"""
+JAVA = {
+    "kind": "command",
+    "files": {"TestMain.java": JAVA_TESTS},
+    "build": ["javac", "-J-XX:+UseSerialGC", "-encoding", "UTF-8", "Main.java", "TestMain.java"],
+    "command": ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", ".", "TestMain"],
+    "report": "tap",
+}
+JAVA_MAIN = "public class Main {{ public static int add(int a, int b) {{ {body} }} }}\n"
+
+
+async def test_java_build_and_tap(judge: Judge) -> None:
+    right = await run(judge, "java", JAVA_MAIN.format(body="return a + b;"), JAVA)
+    assert (right.reward, right.passed, right.total) == (1.0, 2, 2), right
+    wrong = await run(judge, "java", JAVA_MAIN.format(body="return a < 0 ? 0 : a + b;"), JAVA)
+    assert outcomes(wrong) == {"small": "passed", "negative": "wrong_answer"}, wrong
+    broken = await run(judge, "java", JAVA_MAIN.format(body="return a +;"), JAVA)
+    failed_with(broken, "compile_error")
+    assert "error" in (broken.compile_output or ""), broken
+
+
+BASH = {
+    "kind": "command",
+    "files": {
+        "test.sh": (
+            "echo 'TAP version 13'\n"
+            'got=$(bash main.sh 2 3 2>/dev/null); [ "$got" = 5 ] && echo "ok 1 - small" '
+            '|| echo "not ok 1 - small"\n'
+            'got=$(bash main.sh -2 3 2>/dev/null); [ "$got" = 1 ] && echo "ok 2 - negative" '
+            '|| echo "not ok 2 - negative"\n'
+            "echo 1..2\n"
+        )
+    },
+    "command": ["bash", "test.sh"],
+    "report": "tap",
+}
+
+
+async def test_bash_program_checked_by_a_script(judge: Judge) -> None:
+    right = await run(judge, "bash", "echo $(( $1 + $2 ))\n", BASH)
+    assert (right.reward, right.passed) == (1.0, 2), right
+    wrong = await run(judge, "bash", "echo $(( $1 > 0 ? $1 + $2 : 0 ))\n", BASH)
+    assert outcomes(wrong) == {"small": "passed", "negative": "wrong_answer"}, wrong
+
+
+# ------------------------------------------------------------------------ report parsing
+
+
+def test_tap_reports() -> None:
+    """Plans, numbering, directives, subtests and bail-outs, parsed on the trusted side."""
+    good = "TAP version 13\nok 1 - a\n    ok 1 - nested\n    1..1\nnot ok 2 - b\n  ---\n"
+    good += "  error: 'boom'\n  ...\nok 3 - c # SKIP no network\nnot ok 4 - d # TODO later\n1..4\n"
+    parsed = parse_report("tap", good.encode())
+    assert parsed.problem is None
+    assert [(t.name, t.verdict.value) for t in parsed.tests] == [
+        ("a", "passed"),
+        ("b", "wrong_answer"),
+        ("c", "skipped"),
+        ("d", "skipped"),
+    ]
+    assert "boom" in (parsed.tests[1].message or "")
+    assert parse_report("tap", b"1..2\nok 1\nok 2\n").problem is None  # plan first
+    for bad, says in (
+        (b"ok 1 - a\n", "no plan"),
+        (b"ok 1 - a\nok 2 - b\n1..1\n", "announces 1 tests but it has 2"),
+        (b"ok 1 - a\nok 1 - a\n1..2\n", "out of order or repeated"),
+        (b"1..1\nok 1\n1..1\n", "2 plan lines"),
+        (b"1..2\nok 1\nBail out! no database\n", "bailed out"),
+        (b"\xff\xfe", "not UTF-8"),
+    ):
+        assert says in (parse_report("tap", bad).problem or ""), bad
+
+
+def test_go_json_reports() -> None:
+    events = [
+        {"Action": "run", "Package": "p", "Test": "TestA"},
+        {"Action": "output", "Package": "p", "Test": "TestA", "Output": "fine\n"},
+        {"Action": "pass", "Package": "p", "Test": "TestA", "Elapsed": 0.01},
+        {"Action": "run", "Package": "p", "Test": "TestB"},
+        {"Action": "run", "Package": "p", "Test": "TestB/sub"},
+        {"Action": "fail", "Package": "p", "Test": "TestB/sub"},
+        {"Action": "fail", "Package": "p", "Test": "TestB"},
+        {"Action": "run", "Package": "p", "Test": "TestC"},
+        {"Action": "output", "Package": "p", "Test": "TestC", "Output": "panic: boom\n"},
+        {"Action": "fail", "Package": "p", "Test": "TestC"},
+        {"Action": "run", "Package": "p", "Test": "TestD"},
+    ]
+    text = "\n".join(json.dumps(e) for e in events)
+    assert "no final event" in (parse_report("go-json", text.encode()).problem or "")
+    parsed = parse_report("go-json", (text + '\n{"Action": "fail", "Package": "p"}\n').encode())
+    assert parsed.problem is None
+    assert [(t.name, t.verdict.value) for t in parsed.tests] == [
+        ("TestA", "passed"),
+        ("TestB", "wrong_answer"),
+        ("TestC", "runtime_error"),
+        ("TestD", "runtime_error"),  # started, never finished: the binary died in it
+    ]
+    built = parse_report("go-json", b"FAIL\t_/judge/run [build failed]\n")
+    assert built.build_failed and not built.tests
+    assert "not an event" in (parse_report("go-json", b"[1]\n").problem or "")
+
+
+def test_junit_reports() -> None:
+    nested = (
+        '<testsuites tests="3"><testsuite name="outer" tests="3">'
+        '<testsuite name="inner" tests="2"><testcase classname="k" name="a"/>'
+        '<testcase name="b"><error message="boom"/></testcase></testsuite>'
+        '<testcase name="c"><skipped/></testcase></testsuite></testsuites>'
+    )
+    parsed = parse_report("junit", nested.encode())
+    assert parsed.problem is None
+    assert [(t.name, t.verdict.value) for t in parsed.tests] == [
+        ("k::a", "passed"),
+        ("b", "runtime_error"),
+        ("c", "skipped"),
+    ]
+    bomb = '<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "aaaaaaaa">]><testsuite>&a;</testsuite>'
+    for bad, says in (
+        (bomb, "DTD or entities"),
+        ("<testsuite><testcase name='a'/>", "not well-formed"),
+        ("<results/>", "not <testsuites> or <testsuite>"),
+        (nested.replace('tests="2"', 'tests="5"'), "declares tests='5' but holds 2"),
+    ):
+        assert says in (parse_report("junit", bad.encode()).problem or ""), bad
+    huge = b"<testsuite>" + b"<testcase name='x'/>" * (MAX_REPORT_BYTES // 20) + b"</testsuite>"
+    assert "larger than" in (parse_report("junit", huge).problem or "")
 
 
 # ------------------------------------------------------------------------ bad requests
