@@ -820,8 +820,8 @@ def test_get_reward_openrlhf(http: httpx.Client) -> None:
     data = response.json()
     assert data["rewards"] == [1.0, 0.0, 1.0], data
     assert data["scores"] == data["rewards"]
-    assert data["extra_logs"]["error_class"] == [None, "wrong_answer", None]
-    assert data["extra_logs"]["infra_error"] == [False, False, False]
+    assert data["extra_logs"]["all_passed"] == [1.0, 0.0, 1.0]
+    assert data["extra_logs"]["infra_error"] == [0.0, 0.0, 0.0]
 
 
 def test_get_reward_one_bad_response_does_not_sink_the_batch(http: httpx.Client) -> None:
