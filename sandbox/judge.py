@@ -80,6 +80,11 @@ COMPILE_OUTPUT_CHARS = 8000
 COMMAND_DIR = f"{JUDGE_DIR}/run"
 STAGING = "staged-tests"
 COMMAND_STAGING = f"{JUDGE_DIR}/{STAGING}"
+COMMAND_SETUP_ISOLATED = (
+    f"rm -rf {COMMAND_DIR} && mkdir -m 0700 {COMMAND_DIR} && "
+    f"cp -R {COMMAND_STAGING}/. {COMMAND_DIR}/ && rm -rf {COMMAND_STAGING}"
+)
+RUN_CANDIDATE = f"python3 -I {HARNESS_DIR}/run_candidate.py"
 COMMAND_SETUP = (
     f"rm -rf {COMMAND_DIR} && "
     f"python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {COMMAND_DIR} && "
@@ -213,6 +218,12 @@ class CommandTests(_Wire):
     )
     timeout_s: float | None = Field(
         default=None, gt=0, description="For the whole command; at most the wall limit."
+    )
+    isolate_candidate: bool = Field(
+        default=False,
+        description="Run the candidate as a program of its own, as the sandbox uid: the "
+        "command never runs its code, but calls `$RUN_CANDIDATE [ARGS...]` (stdin in, "
+        "stdout out, exit status) for each run; see Judge._command.",
     )
     expected_tests: list[str] | None = Field(
         default=None,
@@ -568,7 +579,9 @@ class Judge:
                 sandbox, request, tests, language, limits, env, test_timeout, started
             )
         if isinstance(tests, CommandTests):
-            return await self._command(sandbox, request, tests, language, limits, env, started)
+            return await self._command(
+                sandbox, request, tests, language, limits, env, test_timeout, started
+            )
         return await self._pair(sandbox, request, limits, env, test_timeout, started)
 
     async def _compile(
@@ -674,6 +687,7 @@ class Judge:
         language: Language,
         limits: ExecLimits,
         env: dict[str, str],
+        test_timeout: float,
         started: float,
     ) -> JudgeResult:
         """Hidden test files and a command, run as the judge uid on a copy of the candidate's work.
@@ -704,7 +718,18 @@ class Judge:
         candidate code the command runs, in-process or as a program it starts, can read
         the hidden test files while it runs. The report is evidence from the test
         runner, not proof against code written to attack that runner; use ``io`` (or
-        Python's ``function``/``assert``/``files``) tests where that matters.
+        Python's ``function``/``assert``/``files``) tests where that matters, or:
+
+        With ``isolate_candidate`` the candidate's code is never run by the judge's
+        command. It is built (compiled languages) as the sandbox uid in ``/workspace``
+        (failing is a ``compile_error``); ``/judge/run`` holds only the test files;
+        and the command runs with a peer, ``runner/harness/program_server.py``, as the
+        sandbox uid, which runs the candidate's program (the language's run command
+        plus arguments) each time the command calls ``$RUN_CANDIDATE`` (that is,
+        ``runner/harness/run_candidate.py``), ``test_timeout_s`` per run. The
+        candidate then cannot read the tests, signal or trace the test processes, or
+        write the report: what it prints is data the tests check. The command must
+        keep it that way (never echo the program's output as report lines).
         """
         judge_env = {
             **env,
@@ -716,16 +741,25 @@ class Judge:
         for name in ("GOCACHE", "GOPATH"):  # the toolchain's caches, the judge's own
             if name in judge_env:
                 judge_env[name] = f"{JUDGE_DIR}/.{name.lower()}"
-        written = await sandbox.exec(
-            ["true"], limits=limits, env=env, files={language.source_file: request.code.encode()}
-        )
-        if written.status is not ExecStatus.OK:
-            return unjudged(
-                request, f"could not write the candidate's code: {written.reason}", started
-            )
+        code = {language.source_file: request.code.encode()}
+        isolated = tests.isolate_candidate
+        if isolated and language.compiled:  # built where it runs: by and as the candidate
+            failure = await self._compile(sandbox, language, request.code, limits, env)
+            if failure is not None:
+                output = _head_and_tail(failure.stderr + failure.stdout)
+                if failure.status is ExecStatus.TIMEOUT:
+                    output = f"compilation exceeded its time limit\n{output}"
+                return _command_failure(
+                    request, TestVerdict.COMPILE_ERROR, "the build failed", started, output
+                )
+        else:
+            written = await sandbox.exec(["true"], limits=limits, env=env, files=code)
+            if written.status is not ExecStatus.OK:
+                message = f"could not write the candidate's code: {written.reason}"
+                return unjudged(request, message, started)
         staged = {f"{STAGING}/{path}": text.encode() for path, text in tests.files.items()}
         setup = await sandbox.exec(
-            ["bash", "-c", COMMAND_SETUP],
+            ["bash", "-c", COMMAND_SETUP_ISOLATED if isolated else COMMAND_SETUP],
             limits=limits,
             cwd=JUDGE_DIR,
             env=judge_env,
@@ -758,6 +792,16 @@ class Judge:
         argv = _argv(tests.command)
         if tests.report_path is not None:  # whatever is there was not written by this run
             argv = ["bash", "-c", 'rm -f -- "$0" && exec "$@"', tests.report_path, *argv]
+        peer: dict[str, Any] | None = None
+        if isolated:
+            judge_env["RUN_CANDIDATE"] = RUN_CANDIDATE
+            server = ["python3", "-I", f"{HARNESS_DIR}/program_server.py"]
+            peer = {
+                "argv": [*server, json.dumps(list(language.run)), str(test_timeout)],
+                "cwd": WORKDIR,
+                "env": env,
+                "files": {},
+            }
         run = await sandbox.exec(
             argv,
             limits=limits.model_copy(
@@ -767,6 +811,7 @@ class Judge:
             env=judge_env,
             fetch=[tests.report_path] if tests.report_path is not None else (),
             role="judge",
+            peer=peer,
         )
         return self._from_command(request, tests, run, started)
 

@@ -54,9 +54,11 @@ def judge(pool: Pool, policy: Policy) -> Judge:
     return Judge(ExecutionService(pool, {"default": policy}, resolve_image))
 
 
-async def run(judge: Judge, language: str, code: str, tests: dict[str, Any]) -> JudgeResult:
+async def run(
+    judge: Judge, language: str, code: str, tests: dict[str, Any], **extra: Any
+) -> JudgeResult:
     request = JudgeRequest.model_validate(
-        {"language": language, "code": code, "tests": tests, "reward": "fraction"}
+        {"language": language, "code": code, "tests": tests, "reward": "fraction", **extra}
     )
     return await judge.judge(request, tenant=TENANT)
 
@@ -391,6 +393,98 @@ async def test_c_compile_error(judge: Judge) -> None:
     result = await run(judge, "c", "int main(void) { return syntax error; }\n", C)
     failed_with(result, "compile_error")
     assert "error" in (result.compile_output or ""), result
+
+
+# ------------------------------------------------------------------------ isolate_candidate
+
+ISOLATED_SCRIPT = """\
+#!/bin/bash
+# The candidate's program runs as the sandbox uid, through $RUN_CANDIDATE: this script
+# (the judge uid) only sees its output. Expected values live here, unreadable to it.
+cases=("2 3:5" "-2 3:1" "0 0:0")
+echo "1..${#cases[@]}"
+n=0
+for case in "${cases[@]}"; do
+    n=$((n + 1))
+    got=$(printf '%s\\n' "${case%%:*}" | $RUN_CANDIDATE 2>/dev/null)
+    if [ "$got" = "${case##*:}" ]; then echo "ok $n - add ${case%%:*}"
+    else echo "not ok $n - add ${case%%:*}"; printf '  # got %q\\n' "${got:0:60}"; fi
+done
+"""
+ISOLATED = {
+    "kind": "command",
+    "files": {"run_tests.sh": ISOLATED_SCRIPT},
+    "command": ["bash", "run_tests.sh"],
+    "report": "tap",
+    "isolate_candidate": True,
+}
+# Reads whatever it can of the tests and the judge's processes, then answers from it.
+C_THIEF = r"""
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+    long a, b;
+    char buf[4096];
+    const char *paths[] = {"/judge/run/run_tests.sh", "/judge/run", "/judge"};
+    for (int i = 0; i < 3; i++) {
+        int fd = open(paths[i], O_RDONLY);
+        if (fd >= 0 && read(fd, buf, sizeof buf) > 0) { printf("LEAK %s\n", paths[i]); }
+    }
+    DIR *proc = opendir("/proc");
+    struct dirent *entry;
+    while (proc && (entry = readdir(proc))) {
+        int pid = atoi(entry->d_name);
+        if (pid <= 1 || pid == getpid() || pid == getppid()) continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%d/fd/1", pid);
+        int fd = open(path, O_WRONLY);
+        if (fd >= 0) { dprintf(fd, "ok 1 - forged\nok 2 - forged\nok 3 - forged\n"); close(fd); }
+        kill(pid, SIGKILL);
+    }
+    scanf("%ld %ld", &a, &b);
+    printf("%ld\n", a > 0 ? a + b : 0);
+    return 0;
+}
+"""
+
+
+async def test_isolated_candidate_is_judged_by_its_output(judge: Judge) -> None:
+    code = C_MAIN.format(body='printf("%ld\\n", a + b); return 0;')
+    right = await run(judge, "c", code, ISOLATED)
+    assert (right.reward, right.passed, right.total) == (1.0, 3, 3), right
+    wrong = await run(
+        judge, "c", C_MAIN.format(body='printf("%ld\\n", a > 0 ? a + b : 0); return 0;'), ISOLATED
+    )
+    assert outcomes(wrong)["add -2 3"] == "wrong_answer" and wrong.passed == 2, wrong
+    python = await run(
+        judge, "python", "a, b = map(int, input().split())\nprint(a + b)\n", ISOLATED
+    )
+    assert python.reward == 1.0, python
+    broken = await run(judge, "c", "int main(void) { return syntax error; }\n", ISOLATED)
+    failed_with(broken, "compile_error")
+
+
+async def test_isolated_candidate_cannot_read_the_tests_or_forge_the_report(judge: Judge) -> None:
+    result = await run(judge, "c", C_THIEF, ISOLATED)
+    assert outcomes(result) == {
+        "add 2 3": "passed",
+        "add -2 3": "wrong_answer",
+        "add 0 0": "passed",
+    }, result
+    assert "LEAK" not in str(result) and "forged" not in str(result), result
+
+
+async def test_isolated_candidate_timeout_is_a_failed_test(judge: Judge) -> None:
+    code = "import time\na, b = map(int, input().split())\n"
+    code += "if a < 0:\n    time.sleep(60)\nprint(a + b)\n"
+    result = await run(
+        judge, "python", code, ISOLATED | {"command": ["bash", "run_tests.sh"]}, test_timeout_s=1
+    )
+    assert outcomes(result)["add -2 3"] == "wrong_answer" and result.passed == 2, result
 
 
 # ------------------------------------------------------------------------ Rust, libtest's JUnit
