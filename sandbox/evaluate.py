@@ -7,12 +7,16 @@ An item that runs past ``item_timeout_s``, or is still waiting when the batch's
 "deadline_exceeded"``: never a 0 the code did not earn. A batch once accepted
 waits out a full pool (its items retry after the pool's ``Retry-After``)
 instead of failing items that merely found no room. An idempotency key makes
-a retried batch replay (or join) the first run instead of running again.
+a retried batch replay (or join) the first run instead of running again; it is
+bound to the batch it first came with (a hash of the canonical request), so
+another batch under the same key is refused rather than answered with the first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import random
 import time
 from collections import OrderedDict
@@ -20,7 +24,7 @@ from collections.abc import AsyncIterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import CapacityError, SandboxError, status_and_code
+from .errors import CapacityError, InvalidRequestError, SandboxError, status_and_code
 from .judge import Judge, JudgeRequest, JudgeResult, unjudged
 
 MAX_ITEMS = 10_000
@@ -71,12 +75,21 @@ class Summary(BaseModel):
     replayed: bool = False
 
 
+def request_hash(request: EvaluateRequest) -> str:
+    """What an idempotency key is bound to: the canonical batch (JSON, sorted keys),
+    without the key itself and ``concurrency`` (how fast, not what, is judged)."""
+    canonical = request.model_dump(mode="json", exclude={"idempotency_key", "concurrency"})
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 class _Batch:
     """One running or finished batch: its lines so far, and who is waiting for more."""
 
-    def __init__(self, tenant: str, key: str | None) -> None:
+    def __init__(self, tenant: str, key: str | None, digest: str | None = None) -> None:
         self.tenant = tenant
         self.key = key
+        self.digest = digest
         self.lines: list[str] = []
         self.finished = False
         self.changed = asyncio.Condition()
@@ -116,12 +129,22 @@ class Evaluator:
         """Validate the batch and start it (or find its earlier run); returns its NDJSON lines.
 
         Raises before anything runs: bad items (:class:`InvalidRequestError` naming
-        the index) or an overloaded service (:class:`CapacityError`).
+        the index), a key already used for another batch (:class:`InvalidRequestError`)
+        or an overloaded service (:class:`CapacityError`).
         """
         self._forget_old()
         key = request.idempotency_key
+        digest = request_hash(request) if key is not None else None
         if key is not None and (tenant, key) in self._batches:
-            return self._replay(self._batches[(tenant, key)])
+            earlier = self._batches[(tenant, key)]
+            if earlier.digest != digest:
+                raise InvalidRequestError(
+                    f"Idempotency-Key {key!r} was used for a different batch "
+                    f"({'running' if not earlier.finished else 'finished'}); a retry must send "
+                    "the same items and settings (only concurrency may change), and a new "
+                    "batch needs a new key"
+                )
+            return self._replay(earlier)
         items = [self._prepare(i, item, request) for i, item in enumerate(request.items)]
         if self._in_flight + len(items) > MAX_ITEMS_IN_FLIGHT:
             raise CapacityError(
@@ -129,7 +152,7 @@ class Evaluator:
                 f"pass the limit of {MAX_ITEMS_IN_FLIGHT}; retry later",
                 retry_after=5.0,
             )
-        batch = _Batch(tenant, key)
+        batch = _Batch(tenant, key, digest)
         if key is not None:
             self._batches[(tenant, key)] = batch
         self._in_flight += len(items)

@@ -131,6 +131,17 @@ def sandbox_env(policy: Policy, requested: Mapping[str, str]) -> dict[str, str]:
     return {**BASE_ENV, **policy.env.set, **requested}
 
 
+COMPILE_TIME = "compile_time"
+
+
+def compile_timeout_note(limits: ExecLimits) -> bytes:
+    """The line ending the stderr of a build stopped by its time limit."""
+    return (
+        f"compilation exceeded its time limit of {limits.compile_s:g} s "
+        "(compile_time_s; SandboxFusion's compile_timeout)\n"
+    ).encode()
+
+
 async def build(
     sandbox: Sandbox,
     language: Language,
@@ -138,12 +149,24 @@ async def build(
     limits: ExecLimits,
     env: Mapping[str, str],
 ) -> ExecResult:
-    """Write ``files`` and run the language's build under the compile limits."""
+    """Write ``files`` and run the language's build under the compile limits.
+
+    A build stopped by its time limit keeps status ``timeout``; its ``reason`` is
+    ``compile_time`` and its stderr ends with a line saying so.
+    """
     assert language.compile is not None
     compile_limits = limits.model_copy(
         update={"wall_s": limits.compile_s, "cpu_s": limits.compile_s, "memory_bytes": None}
     )
-    return await sandbox.exec(list(language.compile), limits=compile_limits, env=env, files=files)
+    built = await sandbox.exec(list(language.compile), limits=compile_limits, env=env, files=files)
+    if built.status is ExecStatus.TIMEOUT:
+        stderr = _ended(built.stderr) + compile_timeout_note(limits)
+        built = built.model_copy(update={"reason": COMPILE_TIME, "stderr": stderr})
+    return built
+
+
+def _ended(data: bytes) -> bytes:
+    return data if not data or data.endswith(b"\n") else data + b"\n"
 
 
 class ExecutionService:

@@ -56,6 +56,7 @@ from .execution import (
     ExecutionService,
     build,
     check_relative_path,
+    compile_timeout_note,
     exec_limits,
     sandbox_env,
 )
@@ -93,6 +94,12 @@ COMMAND_SETUP = (
 REPORT_FORMATS = ("junit", "go-json", "tap")
 MAX_REPORT_BYTES = 4 << 20
 MAX_LINE_CHARS = 4096
+# The judge's own output has caps of its own, never the candidate's: its report
+# (stdout: every case with the value it returned) and its log (stderr: pytest's
+# summary of each failure) grow with the tests, not with what the candidate printed.
+# A policy's higher caps still apply.
+JUDGE_REPORT_BYTES = 32 << 20
+JUDGE_LOG_BYTES = 4 << 20
 MAX_COMMAND_ARGS = 256
 MAX_COMMAND_CHARS = 64 * 1024
 
@@ -465,8 +472,27 @@ _STATUS_VERDICT = {
 }
 
 
+def judge_limits(limits: ExecLimits, report_bytes: int = JUDGE_REPORT_BYTES) -> ExecLimits:
+    """``limits`` for a process of the judge: its report and log capped on their own."""
+    return limits.model_copy(
+        update={
+            "stdout_bytes": max(limits.stdout_bytes, report_bytes),
+            "stderr_bytes": max(limits.stderr_bytes, JUDGE_LOG_BYTES),
+        }
+    )
+
+
 def _short(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")[-MESSAGE_CHARS:]
+
+
+def _compile_output(failure: ExecResult, limits: ExecLimits) -> str:
+    """A failed build's output; one stopped by its time limit says so first."""
+    stderr, note = failure.stderr, b""
+    if failure.status is ExecStatus.TIMEOUT:
+        note = compile_timeout_note(limits)
+        stderr = stderr.removesuffix(note)  # build() ends its stderr with the note
+    return note.decode() + _head_and_tail(stderr + failure.stdout)
 
 
 def _head_and_tail(data: bytes) -> str:
@@ -614,7 +640,7 @@ class Judge:
         if language.compiled:
             failure = await self._compile(sandbox, language, source, limits, env)
             if failure is not None:
-                return self._compile_error(request, names, tests, failure, started)
+                return self._compile_error(request, names, tests, failure, limits, started)
         case_limits = limits.model_copy(update={"wall_s": test_timeout})
         results: list[TestResult] = []
         files: dict[str, bytes] | None = (
@@ -668,15 +694,14 @@ class Judge:
         names: list[str],
         tests: IOTests,
         failure: ExecResult,
+        limits: ExecLimits,
         started: float,
     ) -> JudgeResult:
         results = [
             TestResult(name=name, verdict=TestVerdict.COMPILE_ERROR, weight=case.weight)
             for name, case in zip(names, tests.cases, strict=True)
         ]
-        output = _head_and_tail(failure.stderr + failure.stdout)
-        if failure.status is ExecStatus.TIMEOUT:
-            output = f"compilation exceeded its time limit\n{output}"
+        output = _compile_output(failure, limits)
         return score(request, results, compile_output=output, started=started)
 
     async def _command(
@@ -746,9 +771,7 @@ class Judge:
         if isolated and language.compiled:  # built where it runs: by and as the candidate
             failure = await self._compile(sandbox, language, request.code, limits, env)
             if failure is not None:
-                output = _head_and_tail(failure.stderr + failure.stdout)
-                if failure.status is ExecStatus.TIMEOUT:
-                    output = f"compilation exceeded its time limit\n{output}"
+                output = _compile_output(failure, limits)
                 return _command_failure(
                     request, TestVerdict.COMPILE_ERROR, "the build failed", started, output
                 )
@@ -784,7 +807,9 @@ class Judge:
             if built.status is not ExecStatus.OK:
                 output = _head_and_tail(built.stderr + built.stdout)
                 if built.status is ExecStatus.TIMEOUT:
-                    output = f"the build exceeded its time limit\n{output}"
+                    output = (
+                        f"the build exceeded its time limit of {limits.compile_s:g} s\n{output}"
+                    )
                 return _command_failure(
                     request, TestVerdict.COMPILE_ERROR, "the build failed", started, output
                 )
@@ -804,7 +829,7 @@ class Judge:
             }
         run = await sandbox.exec(
             argv,
-            limits=limits.model_copy(
+            limits=judge_limits(limits, MAX_REPORT_BYTES).model_copy(
                 update={"wall_s": timeout, "cpu_s": min(limits.cpu_s, timeout)}
             ),
             cwd=COMMAND_DIR,
@@ -912,7 +937,7 @@ class Judge:
         module = tests.module if isinstance(tests, FileTests) else "solution"
         run = await sandbox.exec(
             ["python3", f"{HARNESS_DIR}/{program}", f"{JUDGE_DIR}/spec.json"],
-            limits=limits,
+            limits=judge_limits(limits),
             cwd=JUDGE_DIR,
             env={**BASE_ENV, "HOME": JUDGE_DIR, "TMPDIR": JUDGE_DIR},
             files=judge_files,

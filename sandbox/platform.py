@@ -1,15 +1,19 @@
 """The assembled platform: policies, images, the Docker backend, the pool and the services on top.
 
 Used by the HTTP service and by the command line alike, so both run code the
-same way. Start-up refuses a bad policy or a missing image instead of falling
-back to anything.
+same way. Start-up refuses a bad policy or a missing Python image instead of
+falling back to anything. The other images (polyglot) may be missing: their
+languages are refused with a 503 naming the image and ``sandbox images build``,
+and the image is used once built, without a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -72,8 +76,15 @@ class PlatformSettings(BaseModel):
     )
 
 
+class ImageNotBuiltError(InfrastructureError):
+    """An image some languages need is not built on this host (503 ``infrastructure_error``)."""
+
+
 class Platform:
     """Owns the backend, the pool and the services; ``start`` then ``close``."""
+
+    # How long a missing image is taken as missing before the engine is asked again.
+    IMAGE_RECHECK_S = 10.0
 
     def __init__(
         self,
@@ -91,7 +102,9 @@ class Platform:
                 f"cannot warm unknown policies {unknown}; known: {sorted(self.policies)}"
             )
         self.keyring = Keyring.from_environment(self.settings.keys_file)
-        self.images = self._resolve_images()
+        self.images: dict[str, str] = {}
+        self._unbuilt: dict[str, tuple[float, str]] = {}  # name -> (checked at, why)
+        self._resolve_images()
         self.backend = DockerBackend()
         self.pool = Pool(
             self.backend,
@@ -105,18 +118,61 @@ class Platform:
         self.evaluator = Evaluator(self.judge)
         self.sessions = SessionManager(self.execution)
 
-    def _resolve_images(self) -> dict[str, str]:
-        names = sorted({language.image for language in LANGUAGES.values()})
-        return {name: resolve_image(name, self.settings.image_base) for name in names}
+    @staticmethod
+    def _image_names() -> set[str]:
+        return {language.image for language in LANGUAGES.values()}
+
+    def _resolve_images(self) -> None:
+        """The Python image, or :class:`NotFoundError`; the others if they are built."""
+        self.images["python"] = resolve_image("python", self.settings.image_base)
+        for name in sorted(self._image_names() - {"python"}):
+            if self._look_up(name) is None:
+                logger.warning(
+                    "%s; languages %s are refused until it is built",
+                    self._unbuilt[name][1],
+                    self._languages(name),
+                )
+
+    def _look_up(self, name: str) -> str | None:
+        try:
+            tag = resolve_image(name, self.settings.image_base)
+        except NotFoundError as exc:
+            self._unbuilt[name] = (time.monotonic(), str(exc))
+            return None
+        self.images[name] = tag
+        self._unbuilt.pop(name, None)
+        return tag
+
+    @staticmethod
+    def _languages(image: str) -> list[str]:
+        return sorted(language.name for language in LANGUAGES.values() if language.image == image)
 
     def image(self, name: str) -> str:
-        """The built image tag for an image name (``python`` -> ``sandbox-python:<hash>``)."""
-        try:
-            return self.images[name]
-        except KeyError:
+        """The built image tag for an image name (``python`` -> ``sandbox-python:<hash>``).
+
+        An image not built (at start, or when last asked within ``IMAGE_RECHECK_S``)
+        raises :class:`ImageNotBuiltError`; one of no language, :class:`NotFoundError`.
+        """
+        tag = self.images.get(name)
+        if tag is not None:
+            return tag
+        if name not in self._image_names():
             raise NotFoundError(
-                f"image {name!r} is not part of this platform (known: {sorted(self.images)})"
-            ) from None
+                f"image {name!r} is not part of this platform "
+                f"(known: {sorted(self._image_names())})"
+            )
+        checked, why = self._unbuilt.get(name, (-math.inf, ""))
+        if time.monotonic() - checked >= self.IMAGE_RECHECK_S:
+            tag = self._look_up(name)
+            if tag is not None:
+                logger.info("image %r is built now: %s", name, tag)
+                return tag
+            why = self._unbuilt[name][1]
+        raise ImageNotBuiltError(
+            f"{why}: languages {self._languages(name)} need image {name!r}, which is not "
+            "built on this server; build it with `sandbox images build` (the running "
+            "service finds it without a restart)"
+        )
 
     async def start(self, *, wait: bool = True) -> None:
         """Remove leftovers, then warm the chosen policies (waiting for them with ``wait``).
