@@ -8,15 +8,41 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup venv engine images up test demo bench clean
+.PHONY: setup python-venv venv engine images up test demo bench clean
 
 setup: venv engine images
 
 venv: $(STAMP)
 
-# Re-install only when pyproject.toml is newer than the stamp.
+# Whether $(PYTHON) can make a venv with pip: Debian ships ensurepip apart, in python3-venv
+# (without it `python3 -m venv` fails half-way, leaving a venv with no pip).
+CAN_VENV = $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1
+
+# A fresh Debian may lack python3-venv, or python3 itself: as root with apt-get they are
+# installed; otherwise the error says what to install. Silent when $(PYTHON) can already.
+ENSURE_CAN_VENV = \
+	if ! $(CAN_VENV); then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "$(PYTHON) cannot create a venv: apt-get install python3 python3-venv"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	      python3 python3-venv >/dev/null || exit 1; \
+	  fi; \
+	  $(CAN_VENV) || { \
+	    echo "error: $(PYTHON) cannot create a venv (no python3, or no ensurepip):" \
+	      "install python3 and python3-venv (as root: apt-get install python3-venv," \
+	      "which \`sudo make setup\` does), or point PYTHON= at a Python 3.11+ that can" >&2; \
+	    exit 1; }; \
+	fi
+
+python-venv:
+	@$(ENSURE_CAN_VENV)
+
+# Re-install only when pyproject.toml is newer than the stamp. A venv without pip (left by
+# a failed `python3 -m venv`) is completed in place.
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || { \
+	  $(ENSURE_CAN_VENV); echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV) || exit 1; }
 	$(BIN)/python -m pip install --quiet -e '.[dev,rl]'
 	touch $(STAMP)
 
