@@ -704,3 +704,17 @@ def test_bad_requests_are_422_over_http(http: httpx.Client) -> None:
         assert says in response.json()["message"], response.text
     response = http.post("/v1/judge", json=request({**PY, "files": {"main.py": "x"}}))
     assert response.status_code == 422 and "candidate's code" in response.text, response.text
+
+
+def test_command_tests_over_http(http: httpx.Client) -> None:
+    """The service judges a command test with the shipped default policy."""
+    for code, reward in (
+        ("def add(a, b):\n    return a + b\n", 1.0),
+        ("def add(a, b):\n    return 0\n", 0.0),
+    ):
+        body = {"language": "python", "code": code, "tests": PY, "reward": "binary"}
+        response = http.post("/v1/judge", json=body)
+        assert response.status_code == 200, response.text
+        data = response.json()
+        assert data["reward"] == reward, data
+        assert [t["name"] for t in data["tests"]] == PY_NAMES, data
