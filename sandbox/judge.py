@@ -544,13 +544,20 @@ class Judge:
 
     @staticmethod
     def _check_command_paths(tests: CommandTests, language: Language) -> None:
+        directories = {
+            "/".join(parts[:i])
+            for parts in (path.split("/") for path in tests.files)
+            for i in range(1, len(parts))
+        }
         for path in tests.files:
             check_relative_path(path)
-            if path == language.source_file:
+            if path == language.source_file or path.split("/")[0] == language.source_file:
                 raise InvalidRequestError(
                     f"test file {path!r} would replace the candidate's code "
                     f"({language.source_file!r} in {language.name}); rename it"
                 )
+            if path in directories:
+                raise InvalidRequestError(f"test file {path!r} is also a directory of another")
         if tests.report_path is not None:
             check_relative_path(tests.report_path)
             if tests.report_path in tests.files or tests.report_path == language.source_file:

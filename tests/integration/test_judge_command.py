@@ -685,6 +685,8 @@ def test_malformed_command_tests_are_refused(change: dict[str, Any], says: str) 
     ("language", "change", "says"),
     [
         ("python", {"files": {"main.py": "x"}}, "would replace the candidate's code"),
+        ("python", {"files": {"main.py/x": "x"}}, "would replace the candidate's code"),
+        ("python", {"files": {"a": "x", "a/b": "y"}}, "also a directory of another"),
         ("go", {"files": {"../x_test.go": "x"}}, "must not contain '..'"),
         ("python", {"report_path": "/judge/report.xml"}, "must be relative"),
         ("python", {"report_path": "test_add.py"}, "names a file given before the run"),
