@@ -7,6 +7,7 @@ At the end of the session, no container of ours may be left.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -104,7 +105,20 @@ class Service(ServiceProcess):
     """A ``sandbox serve`` subprocess on a free loopback port (args: extra CLI flags)."""
 
 
-__all__ = ["REPO", "SANDBOX_BIN", "Service", "free_port", "make_policy"]
+@contextlib.contextmanager
+def one_container_service(policies: Path) -> Iterator[Service]:
+    """A service whose only policy (``default``) keeps one container and lets no request
+    wait for it: a second concurrent request finds the pool saturated."""
+    (policies / "default.yaml").write_text("pool: {warm: 1, max: 1}\n")
+    svc = Service("--max-waiting", "0", policies=policies, log_dir=policies)
+    try:
+        svc.wait_ready()
+        yield svc
+    finally:
+        svc.stop()
+
+
+__all__ = ["REPO", "SANDBOX_BIN", "Service", "free_port", "make_policy", "one_container_service"]
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from sandbox.errors import (
 )
 from sandbox.pool import PoolStatus
 from sandbox.results import ExecStatus, RunResult
-from tests.conftest import Service, free_port
+from tests.conftest import Service, free_port, one_container_service
 
 pytestmark = pytest.mark.docker
 
@@ -178,14 +178,8 @@ async def test_async_unreachable_service() -> None:
 @pytest.fixture(scope="module")
 def saturated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """One container, no waiting: a second concurrent request gets 429."""
-    policies = tmp_path_factory.mktemp("one-container")
-    (policies / "default.yaml").write_text("pool: {warm: 1, max: 1}\n")
-    svc = Service("--max-waiting", "0", policies=policies)
-    try:
-        svc.wait_ready()
+    with one_container_service(tmp_path_factory.mktemp("client-one-container")) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def python_group(client: httpx.Client) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import httpx
 import pytest
 import requests
 
-from tests.conftest import Service
+from tests.conftest import Service, one_container_service
 
 pytestmark = pytest.mark.docker
 
@@ -243,14 +243,8 @@ def test_verl_memory_limit_above_policy_is_lowered(service: Service) -> None:
 @pytest.fixture(scope="module")
 def one_container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """A service whose only policy keeps one container and lets no request wait for it."""
-    policies = tmp_path_factory.mktemp("compat-one-container")
-    (policies / "default.yaml").write_text("pool: {warm: 1, max: 1}\n")
-    svc = Service("--max-waiting", "0", policies=policies)
-    try:
-        svc.wait_ready()
+    with one_container_service(tmp_path_factory.mktemp("compat-one-container")) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def idle_containers(url: str) -> int:

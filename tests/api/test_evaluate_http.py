@@ -10,7 +10,6 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import docker
@@ -19,7 +18,7 @@ import pytest
 
 from sandbox.backends.docker import LABEL_OWNER
 from tests.api.test_http import metric
-from tests.conftest import Service
+from tests.conftest import Service, one_container_service
 
 ADD_TESTS = {
     "kind": "function",
@@ -38,14 +37,9 @@ def slow_add(seconds: float) -> str:
 
 @pytest.fixture(scope="module")
 def one_container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    policies = tmp_path_factory.mktemp("evaluate-one-container")
-    (policies / "default.yaml").write_text("pool: {warm: 1, max: 1}\n")
-    svc = Service("--max-waiting", "0", policies=policies, log_dir=Path(policies))
-    try:
-        svc.wait_ready()
+    """One container, no waiting room."""
+    with one_container_service(tmp_path_factory.mktemp("evaluate-one-container")) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def stream(url: str, body: dict[str, Any]) -> Iterator[tuple[float, dict[str, Any]]]:

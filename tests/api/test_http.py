@@ -33,7 +33,7 @@ from sandbox.execution import (
 from sandbox.policy import load_policy
 from sandbox.pool import PoolStatus
 from sandbox.results import RunResult
-from tests.conftest import REPO, Service
+from tests.conftest import REPO, Service, one_container_service
 
 pytestmark = pytest.mark.docker
 
@@ -677,14 +677,8 @@ def test_openapi(http: httpx.Client) -> None:
 @pytest.fixture(scope="module")
 def saturated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """A service whose only policy keeps one container and allows no waiting."""
-    policies = tmp_path_factory.mktemp("one-container")
-    (policies / "default.yaml").write_text("pool: {warm: 1, max: 1}\n")
-    svc = Service("--max-waiting", "0", policies=policies)
-    try:
-        svc.wait_ready()
+    with one_container_service(tmp_path_factory.mktemp("one-container")) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def fire_concurrently(url: str, count: int, code: str = SLOW_CODE) -> list[httpx.Response]:
