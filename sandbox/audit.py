@@ -12,10 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import queue
 import sqlite3
 import threading
-import time
+from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -96,7 +95,13 @@ class AuditLog:
         self._db.executescript(_SCHEMA)
         self._db.execute("PRAGMA busy_timeout=10000")
         self._lock = threading.Lock()
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        # Records wait in a deque the writer drains every FLUSH_INTERVAL_S: appending
+        # wakes no thread, so a request never hands the GIL to the writer.
+        self._pending: deque[dict[str, Any]] = deque()
+        self._wake = threading.Event()
+        self._idle = threading.Condition()
+        self._busy = False
+        self._closing = False
         self._writer = threading.Thread(target=self._write_loop, name="audit-writer", daemon=True)
         self._writer.start()
 
@@ -106,32 +111,31 @@ class AuditLog:
         if unknown:
             raise ValueError(f"unknown audit fields {sorted(unknown)}")
         stamp = datetime.now(UTC).isoformat(timespec="microseconds")
-        self._queue.put({"time": stamp, "tenant": tenant, "kind": kind, **fields})
+        self._pending.append({"time": stamp, "tenant": tenant, "kind": kind, **fields})
 
     def flush(self) -> None:
         """Block until every queued record is written."""
-        self._queue.join()
+        with self._idle:
+            self._wake.set()
+            self._idle.wait_for(lambda: not (self._pending or self._busy))
 
     def _write_loop(self) -> None:
         while True:
-            item = self._queue.get()
-            batch = [item]
-            deadline = time.monotonic() + FLUSH_INTERVAL_S
-            while item is not None and time.monotonic() < deadline:
-                try:
-                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                batch.append(item)
-            records = [record for record in batch if record is not None]
+            self._wake.wait(FLUSH_INTERVAL_S)
+            self._wake.clear()
+            with self._idle:
+                self._busy = True  # before draining: flush() must not see "empty" too early
+            records = []
+            while self._pending:
+                records.append(self._pending.popleft())
             try:
                 self._insert(records)
             except sqlite3.Error:
                 logger.exception("could not write %d audit records", len(records))
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            if None in batch:
+            with self._idle:
+                self._busy = False
+                self._idle.notify_all()
+            if self._closing and not self._pending:
                 return
 
     def _insert(self, records: list[dict[str, Any]]) -> None:
@@ -211,6 +215,7 @@ class AuditLog:
     def close(self) -> None:
         """Write what is queued and close the file; idempotent."""
         if self._writer.is_alive():
-            self._queue.put(None)
+            self._closing = True
+            self._wake.set()
             self._writer.join()
         self._db.close()
