@@ -154,20 +154,26 @@ def docker_client(*, timeout: float = 60) -> docker.DockerClient:
     return client
 
 
-def missing_packages(packages: Mapping[str, str]) -> list[str]:
-    """The Debian packages of ``packages`` (name -> program) whose program is absent."""
-    search = os.pathsep.join([os.environ.get("PATH", ""), _SYSTEM_PATH])
+def missing_packages(packages: Mapping[str, str], *, path: str | None = None) -> list[str]:
+    """The Debian packages of ``packages`` (name -> program) whose program is absent.
+
+    A program counts when it is an executable on ``path`` (default: ``$PATH`` and the
+    system directories, where root's ``sbin`` programs such as dockerd live).
+    """
+    search = os.pathsep.join([os.environ.get("PATH", ""), _SYSTEM_PATH]) if path is None else path
     return [pkg for pkg, program in packages.items() if shutil.which(program, path=search) is None]
 
 
 def install_missing_packages(
-    packages: Mapping[str, str], *, progress: Progress = logger.info
+    packages: Mapping[str, str], *, progress: Progress = logger.info, path: str | None = None
 ) -> list[str]:
     """Install with apt the packages (name -> program) whose program is absent.
 
-    Returns the packages installed. Needs root when anything is missing.
+    Returns the packages installed; nothing runs when none is missing. Needs root
+    when anything is missing. ``path`` is where programs are looked for (see
+    :func:`missing_packages`).
     """
-    missing = missing_packages(packages)
+    missing = missing_packages(packages, path=path)
     if not missing:
         return []
     command = "apt-get install -y " + " ".join(missing)
@@ -179,7 +185,7 @@ def install_missing_packages(
     progress(f"installing {' '.join(missing)} with apt-get (takes a minute)")
     _run_logged(["apt-get", "update"], env=env, what="apt-get update")
     _run_logged(["apt-get", "install", "-y", *missing], env=env, what=command)
-    still = missing_packages(packages)
+    still = missing_packages(packages, path=path)
     if still:
         raise EngineError(f"{command} succeeded but {still} still lack their programs")
     return missing
