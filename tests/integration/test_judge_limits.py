@@ -207,6 +207,24 @@ async def test_a_missing_toolchain_is_a_clear_error(
     assert (await run(judge, "print(0)", ONE_CASE_IO)).reward == 1.0
 
 
+def test_a_missing_test_runner_over_http(http: httpx.Client) -> None:
+    """A command test naming a runner the image lacks: 404 naming it, never a 500 or infra."""
+    tests = {
+        "kind": "command",
+        "files": {"test_main.f90": "program t\nend program t\n"},
+        "command": ["gfortran", "test_main.f90"],
+        "report": "tap",
+    }
+    response = http.post("/v1/judge", json={"code": "print(1)", "tests": tests})
+    assert response.status_code == 404, response.text
+    error = response.json()
+    assert error["code"] == "not_found", error
+    assert "'gfortran' is not installed" in error["message"], error
+    # The service is fine afterwards.
+    response = http.post("/v1/judge", json={"code": "print(0)", "tests": ONE_CASE_IO})
+    assert response.status_code == 200 and response.json()["reward"] == 1.0, response.text
+
+
 # ------------------------------------------------------------------------ 2. missing image
 
 
