@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -23,8 +25,10 @@ from typing import Any
 import docker
 import docker.errors
 import httpx
+import psutil
 import pytest
 
+from sandbox import reaper
 from sandbox.backends.docker import LABEL_MANAGED, LABEL_OWNER, owner_label
 from sandbox.images import resolve_image
 from sandbox.pool import DEFAULT_MAX_WAITERS
@@ -240,48 +244,151 @@ def force_remove_owned(client: docker.DockerClient, pid: int) -> None:
             client.api.remove_container(container["Id"], force=True)
 
 
-def test_kill_9_while_creating_leaves_no_container(
-    docker_client: docker.DockerClient, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    # max_uses: 1 retires every sandbox after one run, so the pool creates containers all along.
-    policies = tmp_path_factory.mktemp("churn")
-    (policies / "default.yaml").write_text("pool: {warm: 2, max: 4, max_uses: 1}\n")
-    svc = Service(policies=policies)
-    pid = svc.process.pid
-    stop = threading.Event()
+def reaper_of(pid: int) -> psutil.Process:
+    """The watchdog (``python -m sandbox.reaper OWNER SETTLE``) a service started for itself."""
+    (watchdog,) = [
+        child
+        for child in psutil.Process(pid).children()
+        if child.cmdline()[1:3] == ["-m", "sandbox.reaper"]
+    ]
+    return watchdog
 
-    def churn() -> None:
-        with httpx.Client(base_url=svc.url, timeout=30) as client:
-            while not stop.is_set():
-                try:
-                    client.post("/v1/run", json={"code": "print(1)"})
-                except httpx.HTTPError:
-                    return
 
+def exited(process: psutil.Process) -> bool:
     try:
-        svc.wait_ready()
-        with reaper_sentinel(docker_client) as reaped:
-            threading.Thread(target=churn, daemon=True).start()
-            caught = wait_for(
-                lambda: any(c["State"] == "created" for c in owned_by(docker_client, pid)),
-                20,
-                0.005,
-            )
-            svc.process.send_signal(signal.SIGKILL)
-            svc.process.wait(10)
-            stop.set()
-            time.sleep(1)  # a start already on its way to the engine has landed by now
-            left = [c for c in owned_by(docker_client, pid) if c["State"] == "created"]
-            if not caught or not left:
-                pytest.skip("the kill did not land between a container's create and its start")
-            gone = wait_for(lambda: not owned_by(docker_client, pid), CREATED_KILL_DEADLINE_S, 0.5)
-            if gone and reaped():
-                pytest.skip("another service on this engine removed orphans meanwhile")
-        assert gone, [(c["Id"][:12], c["State"]) for c in owned_by(docker_client, pid)]
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def never_started(client: docker.DockerClient, labels: dict[str, str]) -> str:
+    created = client.api.create_container(resolve_image("python"), command=["true"], labels=labels)
+    return str(created["Id"])
+
+
+def test_kill_9_while_creating_leaves_no_container(docker_client: docker.DockerClient) -> None:
+    # A container the kill catches between its create and its start never removes itself
+    # (nothing attached to it): the service's watchdog must. Catching a real create in
+    # flight was luck, so the stand-in is made here: never started, labelled with the
+    # service's owner but not as managed, which keeps every other service's orphan sweep
+    # off it: only this service's watchdog can remove it. A never-started container of
+    # another dead owner (managed, as a service labels them) goes at the next start.
+    svc = started_service()
+    pid = svc.process.pid
+    caught = dead = ""
+    try:
+        watchdog = reaper_of(pid)
+        owner = watchdog.cmdline()[3]
+        assert owner.startswith(f"{HOST}:{pid}:"), owner
+        caught = never_started(docker_client, {LABEL_OWNER: owner})
+        dead = never_started(
+            docker_client, {LABEL_MANAGED: "1", LABEL_OWNER: f"{HOST}:999999997:1.000"}
+        )
+        time.sleep(2 * reaper.POLL_INTERVAL_S)
+        assert existing(docker_client, {caught}), "removed while its owner was alive"
+        assert not exited(watchdog)
+
+        svc.process.send_signal(signal.SIGKILL)
+        svc.process.wait(10)
+        assert wait_for(lambda: not existing(docker_client, {caught}), CREATED_KILL_DEADLINE_S), (
+            f"the watchdog left {caught[:12]} behind"
+        )
+        # It sweeps once more a few seconds later (creates that land late), then exits.
+        assert wait_for(lambda: exited(watchdog), reaper.SETTLE_S + CREATED_KILL_DEADLINE_S)
+        assert wait_for(lambda: not owned_by(docker_client, pid), KILL_DEADLINE_S, 0.5), [
+            (c["Id"][:12], c["State"]) for c in owned_by(docker_client, pid)
+        ]
     finally:
-        stop.set()
         svc.stop()
         force_remove_owned(docker_client, pid)
+        if caught:
+            with contextlib.suppress(docker.errors.NotFound):
+                docker_client.api.remove_container(caught, force=True)
+
+    second = started_service()
+    try:
+        # By the time the next service answers, its start-up removed the dead owner's one.
+        assert not existing(docker_client, {dead})
+    finally:
+        second.stop()
+        with contextlib.suppress(docker.errors.NotFound):
+            docker_client.api.remove_container(dead, force=True)
+
+
+class Lines:
+    """The watchdog's output, line by line, read in a thread."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.queue: queue.Queue[str] = queue.Queue()
+        assert process.stdout is not None
+        self.thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for raw in stream:
+            self.queue.put(raw.decode().strip())
+
+    def until_swept(self, timeout: float) -> list[str]:
+        """The lines up to the next ``swept`` (not included)."""
+        deadline = time.monotonic() + timeout
+        lines: list[str] = []
+        while True:
+            try:
+                line = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no sweep within {timeout:.0f} s; got {lines}") from None
+            if line == "swept":
+                return lines
+            lines.append(line)
+
+
+def test_reaper_waits_for_its_owner_then_sweeps_twice(docker_client: docker.DockerClient) -> None:
+    # The watchdog on its own, with a stand-in owner: a process this test kills -9. What it
+    # must remove carries that owner's label only (not the managed one), so that nothing
+    # but this watchdog removes it. Its output says what it removed and when it swept.
+    holder = subprocess.Popen(["sleep", "600"])
+    owner = f"{HOST}:{holder.pid}:{psutil.Process(holder.pid).create_time():.3f}"
+    labels = {LABEL_OWNER: owner}
+    settle_s = 5.0
+    made: list[str] = []
+    network = docker_client.networks.create(
+        f"sandbox-reaper-test-{holder.pid}", internal=True, labels=labels
+    )
+    watchdog = reaper.spawn(owner, settle_s=settle_s, stdout=subprocess.PIPE)
+    lines = Lines(watchdog)
+    try:
+        made.append(never_started(docker_client, labels))
+        time.sleep(3 * reaper.POLL_INTERVAL_S)
+        assert watchdog.poll() is None, "the watchdog exited while its owner lived"
+        assert lines.queue.empty()
+        assert existing(docker_client, set(made))
+
+        holder.kill()
+        holder.wait()
+        first = lines.until_swept(10)
+        assert sorted(first) == sorted(
+            [f"removed container {made[0]}", f"removed network {network.id}"]
+        )
+        assert not existing(docker_client, set(made))
+        assert not docker_client.networks.list(filters={"label": f"{LABEL_OWNER}={owner}"})
+
+        # A create the dead owner had sent lands after the first sweep: the second removes it.
+        made.append(never_started(docker_client, labels))
+        second = lines.until_swept(settle_s + 10)
+        assert second == [f"removed container {made[1]}"]
+        assert watchdog.wait(10) == 0
+        assert not existing(docker_client, set(made))
+    finally:
+        holder.kill()
+        holder.wait()
+        if watchdog.poll() is None:
+            watchdog.kill()
+        watchdog.wait()
+        for cid in made:
+            with contextlib.suppress(docker.errors.NotFound):
+                docker_client.api.remove_container(cid, force=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            network.remove()
 
 
 def test_kill_9_with_short_execution_in_flight(docker_client: docker.DockerClient) -> None:
