@@ -836,3 +836,90 @@ async def test_closing_one_pool_leaves_another_pools_sandboxes(
             assert result.stdout == b"alive\n"
     finally:
         await survivor_pool.close()
+
+
+# --------------------------------------------------------------------------------------
+# Start concurrency
+# --------------------------------------------------------------------------------------
+
+
+class CountingBackend(DockerBackend):
+    """The real backend, counting the creates (container create, start, runner hello) in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.peak = 0
+        self.calls = 0
+
+    async def create(self, image: str, policy: Policy) -> Any:  # a DockerSandbox
+        self.calls += 1
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            return await super().create(image, policy)
+        finally:
+            self.in_flight -= 1
+
+
+def engine_overlap(client: docker.DockerClient, owner: str, since: float) -> tuple[int, int]:
+    """From the engine's own events: containers created, and most between create and start."""
+    events = client.events(
+        since=int(since) - 1,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "label": f"{LABEL_OWNER}={owner}"},
+    )
+    created = 0
+    pending: set[str] = set()
+    most = 0
+    for event in sorted(events, key=lambda e: int(e["timeNano"])):
+        if event["Action"] == "create":
+            created += 1
+            pending.add(event["id"])
+            most = max(most, len(pending))
+        elif event["Action"] in ("start", "die", "destroy"):
+            pending.discard(event["id"])
+    return created, most
+
+
+async def test_a_cold_burst_starts_at_most_start_concurrency_containers_at_once(
+    python_image: str, docker_client: docker.DockerClient
+) -> None:
+    # Six leases at once on a cold group (warm 0, max 6): six containers must be made, and
+    # with start_concurrency=2 never more than two are being made at the same time.
+    holder = subprocess.Popen(["sleep", "600"])  # lends its identity: see isolated_backend
+    try:
+        backend = CountingBackend()
+        started = psutil.Process(holder.pid).create_time()
+        backend.owner = f"{socket.gethostname()}:{holder.pid}:{started:.3f}"
+        pool = Pool(backend, start_concurrency=2)
+        policy = policy_for("pool-start-concurrency", warm=0, max_=6)
+        burst = 6
+        served: list[str] = []
+        everyone_served = asyncio.Event()
+        since = time.time()
+
+        async def lease(tenant: str) -> None:
+            async with pool.lease(python_image, policy, tenant) as held:
+                served.append(held.sandbox.id)
+                if len(served) == burst:
+                    everyone_served.set()
+                # Held until all are served: six sandboxes exist at once, none reused.
+                await asyncio.wait_for(everyone_served.wait(), 60)
+
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(lease(f"tenant-{i}") for i in range(burst))), 120
+            )
+            assert len(set(served)) == burst
+            assert backend.calls == burst
+            assert backend.peak == 2  # bounded, and the bound was used
+            created, most = engine_overlap(docker_client, backend.owner, since)
+            assert created == burst
+            assert 1 <= most <= 2
+        finally:
+            await pool.close()
+    finally:
+        holder.kill()
+        holder.wait()
