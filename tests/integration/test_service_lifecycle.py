@@ -246,11 +246,12 @@ def force_remove_owned(client: docker.DockerClient, pid: int) -> None:
 
 def reaper_of(pid: int) -> psutil.Process:
     """The watchdog (``python -m sandbox.reaper OWNER SETTLE``) a service started for itself."""
-    (watchdog,) = [
-        child
-        for child in psutil.Process(pid).children()
-        if child.cmdline()[1:3] == ["-m", "sandbox.reaper"]
-    ]
+    found = []
+    for child in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):  # another child, gone meanwhile
+            if child.cmdline()[1:3] == ["-m", "sandbox.reaper"]:
+                found.append(child)
+    (watchdog,) = found
     return watchdog
 
 
