@@ -30,6 +30,9 @@ A pass needs positive evidence written after the last test: the judge's
 report with ``"complete": true`` (or matching outputs), never the candidate's exit
 status or what it printed. An infrastructure failure gives reward ``None`` and
 ``error_class: "infra"``, never 0.
+
+The request and result models are in :mod:`sandbox.judge_models`; the parsers of
+test runners' reports in :mod:`sandbox.report_parsers`.
 """
 
 from __future__ import annotations
@@ -39,12 +42,7 @@ import logging
 import math
 import re
 import time
-import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
 
 from . import metrics
 from .audit import code_hash
@@ -52,7 +50,6 @@ from .backends.base import WORKDIR, Sandbox
 from .errors import InfrastructureError, InvalidRequestError, SandboxTimeoutError
 from .execution import (
     BASE_ENV,
-    MAX_CODE_BYTES,
     ExecutionService,
     build,
     check_relative_path,
@@ -60,8 +57,22 @@ from .execution import (
     exec_limits,
     sandbox_env,
 )
+from .judge_models import (
+    MESSAGE_CHARS,
+    AssertTests,
+    CommandTests,
+    FileTests,
+    FunctionTests,
+    IOCase,
+    IOTests,
+    JudgeRequest,
+    JudgeResult,
+    TestResult,
+    TestVerdict,
+)
 from .languages import Language, get_language
-from .policy import LimitOverrides, Policy
+from .policy import Policy
+from .report_parsers import MAX_REPORT_BYTES, parse_report
 from .results import ExecLimits, ExecResult, ExecStatus
 from .runner.harness import wire
 
@@ -70,11 +81,8 @@ logger = logging.getLogger(__name__)
 HARNESS_DIR = "/opt/sandbox/runner/harness"
 JUDGE_DIR = "/judge"
 CANDIDATE_FILE = "solution.py"
-MAX_CASES = 10_000
-MAX_TEST_FILES = 64
 DEFAULT_TEST_TIMEOUT_S = 5.0
 LOAD_TIMEOUT_S = 10.0
-MESSAGE_CHARS = 500
 COMPILE_OUTPUT_CHARS = 8000
 # ``command`` tests: where they run (the judge's copy of the candidate's workspace),
 # where their files wait while it is made, and what a report may be.
@@ -91,215 +99,12 @@ COMMAND_SETUP = (
     f"python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {COMMAND_DIR} && "
     f"cp -R {COMMAND_STAGING}/. {COMMAND_DIR}/ && rm -rf {COMMAND_STAGING}"
 )
-REPORT_FORMATS = ("junit", "go-json", "tap")
-MAX_REPORT_BYTES = 4 << 20
-MAX_LINE_CHARS = 4096
 # The judge's own output has caps of its own, never the candidate's: its report
 # (stdout: every case with the value it returned) and its log (stderr: pytest's
 # summary of each failure) grow with the tests, not with what the candidate printed.
 # A policy's higher caps still apply.
 JUDGE_REPORT_BYTES = 32 << 20
 JUDGE_LOG_BYTES = 4 << 20
-MAX_COMMAND_ARGS = 256
-MAX_COMMAND_CHARS = 64 * 1024
-
-
-class TestVerdict(StrEnum):
-    """What happened to one test."""
-
-    PASSED = "passed"
-    WRONG_ANSWER = "wrong_answer"
-    RUNTIME_ERROR = "runtime_error"
-    TIMEOUT = "timeout"
-    MEMORY_LIMIT = "memory_limit"
-    OUTPUT_LIMIT = "output_limit"
-    COMPILE_ERROR = "compile_error"
-    # ``command`` tests: no usable report (missing, garbled, incomplete, empty, or
-    # contradicting the command's exit status): never a pass.
-    REPORT_ERROR = "report_error"
-    SKIPPED = "skipped"
-    INFRA_ERROR = "infra_error"
-
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class IOCase(_Wire):
-    """One stdin/expected-stdout pair."""
-
-    stdin: str = ""
-    expected_stdout: str
-    weight: float = Field(default=1.0, gt=0)
-    name: str | None = None
-
-
-class IOTests(_Wire):
-    kind: Literal["io"] = "io"
-    cases: list[IOCase] = Field(min_length=1, max_length=MAX_CASES)
-    driver: str | None = Field(
-        default=None,
-        max_length=MAX_CODE_BYTES,
-        description="Code appended to the candidate's (e.g. a main() that reads arguments "
-        "from stdin, calls the candidate's function and prints the result): function-style "
-        "tests for any language, with the expected outputs kept outside the container.",
-    )
-    compare: Literal["exact", "rstrip", "tokens", "float"] = "rstrip"
-    float_rel_tol: float = Field(default=1e-6, ge=0)
-    float_abs_tol: float = Field(default=1e-9, ge=0)
-
-
-class FunctionCase(_Wire):
-    """Arguments for one call and the value it must return (JSON, or wire-tagged values)."""
-
-    args: list[Any] = Field(default_factory=list)
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    expected: Any = None
-    weight: float = Field(default=1.0, gt=0)
-    name: str | None = None
-
-
-class FunctionTests(_Wire):
-    kind: Literal["function"] = "function"
-    entry_point: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    cases: list[FunctionCase] = Field(min_length=1, max_length=MAX_CASES)
-    float_rel_tol: float = Field(default=1e-6, ge=0)
-    float_abs_tol: float = Field(default=1e-9, ge=0)
-
-
-class AssertTests(_Wire):
-    kind: Literal["assert"] = "assert"
-    script: str = Field(max_length=MAX_CODE_BYTES)
-    entry_point: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    prelude: str | None = Field(
-        default=None,
-        max_length=MAX_CODE_BYTES,
-        description="Trusted code run in the judge before the tests (e.g. HumanEval's prompt).",
-    )
-
-
-class FileTests(_Wire):
-    kind: Literal["files"] = "files"
-    files: dict[str, str] = Field(min_length=1, max_length=MAX_TEST_FILES)
-    module: str = Field(default="solution", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _check_command(value: list[str] | str | None, what: str) -> list[str] | str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if not value.strip():
-            raise ValueError(f"{what} is an empty string; give an argv list or a shell command")
-        if len(value) > MAX_COMMAND_CHARS or "\x00" in value:
-            raise ValueError(f"{what} must be at most {MAX_COMMAND_CHARS} characters, no NUL")
-        return value
-    if not value or not value[0].strip():
-        raise ValueError(f'{what} is empty; give an argv list such as ["go", "test", "-json"]')
-    if len(value) > MAX_COMMAND_ARGS or sum(map(len, value)) > MAX_COMMAND_CHARS:
-        raise ValueError(f"{what} has more than {MAX_COMMAND_ARGS} arguments or characters")
-    if any("\x00" in arg for arg in value):
-        raise ValueError(f"{what} must not contain NUL")
-    return value
-
-
-class CommandTests(_Wire):
-    """Hidden test files and the command (any test runner) running them: ``Judge._command``."""
-
-    kind: Literal["command"] = "command"
-    files: dict[str, str] = Field(min_length=1, max_length=MAX_TEST_FILES)
-    command: list[str] | str = Field(
-        description="argv, or a string run with `bash -c`, in the directory holding the "
-        "candidate's file and the test files."
-    )
-    report: Literal["junit", "go-json", "tap"] = Field(
-        description="The report's format: JUnit XML, `go test -json` events, or TAP."
-    )
-    report_path: str | None = Field(
-        default=None,
-        description="Where the command writes its report, relative to its directory; "
-        "without it the report is the command's stdout.",
-    )
-    build: list[str] | str | None = Field(
-        default=None,
-        description="Run first, under the compile limits; failing is a compile_error.",
-    )
-    timeout_s: float | None = Field(
-        default=None, gt=0, description="For the whole command; at most the wall limit."
-    )
-    isolate_candidate: bool = Field(
-        default=False,
-        description="Run the candidate as a program of its own, as the sandbox uid: the "
-        "command never runs its code, but calls `$RUN_CANDIDATE [ARGS...]` (stdin in, "
-        "stdout out, exit status) for each run; see Judge._command.",
-    )
-    expected_tests: list[str] | None = Field(
-        default=None,
-        max_length=MAX_CASES,
-        description="Names the report must hold; one missing is a runtime_error. Set it for "
-        "runners that count a test file exiting 0 as a pass (node --test).",
-    )
-
-    @field_validator("command")
-    @classmethod
-    def _command_given(cls, value: list[str] | str) -> list[str] | str:
-        checked = _check_command(value, "command")
-        assert checked is not None
-        return checked
-
-    @field_validator("build")
-    @classmethod
-    def _build_given(cls, value: list[str] | str | None) -> list[str] | str | None:
-        return _check_command(value, "build")
-
-
-Tests = Annotated[
-    IOTests | FunctionTests | AssertTests | FileTests | CommandTests, Field(discriminator="kind")
-]
-
-
-class JudgeRequest(_Wire):
-    """One submission and its hidden tests."""
-
-    id: str | None = Field(default=None, max_length=256)
-    language: str = "python"
-    code: str = Field(max_length=MAX_CODE_BYTES)
-    tests: Tests
-    policy: str = "default"
-    limits: LimitOverrides | None = None
-    test_timeout_s: float | None = Field(
-        default=None, gt=0, description="Per test (per case or call); at most the wall limit."
-    )
-    reward: Literal["binary", "fraction", "weighted"] = "binary"
-    early_stop: bool = Field(default=False, description="Stop at the first failing test.")
-
-
-class TestResult(BaseModel):
-    name: str
-    verdict: TestVerdict
-    time_s: float | None = None
-    weight: float = 1.0
-    message: str | None = None
-
-
-class JudgeResult(BaseModel):
-    """The verdict on one submission."""
-
-    id: str | None = None
-    passed: int
-    total: int
-    reward: float | None
-    error_class: str | None = Field(
-        description="None when every test passed; else compile_error, infra, or the first "
-        "failed test's verdict."
-    )
-    tests: list[TestResult]
-    compile_output: str | None = None
-    message: str | None = None
-    duration_s: float = 0.0
-
-    @property
-    def all_passed(self) -> bool:
-        return self.total > 0 and self.passed == self.total
 
 
 # ------------------------------------------------------------------------ comparisons
@@ -1131,249 +936,3 @@ def _against_expected(tests: list[TestResult], expected: list[str] | None) -> li
     wanted = set(expected)
     results += [t for t in tests if t.name not in wanted and t.verdict is not TestVerdict.PASSED]
     return results
-
-
-@dataclass
-class ParsedReport:
-    """Per-test results read from a report, or why the report cannot be used."""
-
-    tests: list[TestResult] = field(default_factory=list)
-    problem: str | None = None
-    build_failed: bool = False
-
-
-def parse_report(report_format: str, data: bytes) -> ParsedReport:
-    """Read a test runner's report (``junit``, ``go-json`` or ``tap``) on the trusted side.
-
-    Bounded: at most :data:`MAX_REPORT_BYTES` and :data:`MAX_CASES` tests; XML with a
-    DTD or entities is refused before parsing. ``problem`` says why a report is not
-    complete evidence (garbled, truncated, counts that do not add up).
-    """
-    if len(data) > MAX_REPORT_BYTES:
-        return ParsedReport(problem=f"it is larger than {MAX_REPORT_BYTES} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return ParsedReport(problem="it is not UTF-8")
-    if report_format == "junit":
-        parsed = _parse_junit(text)
-    elif report_format == "go-json":
-        parsed = _parse_go_json(text)
-    else:
-        parsed = _parse_tap(text)
-    if len(parsed.tests) > MAX_CASES:
-        return ParsedReport(problem=f"it lists more than {MAX_CASES} tests")
-    return parsed
-
-
-def _parse_junit(text: str) -> ParsedReport:
-    if re.search(r"<!(DOCTYPE|ENTITY)", text, re.IGNORECASE):
-        return ParsedReport(problem="JUnit reports with a DTD or entities are refused")
-    try:
-        root = ElementTree.fromstring(text)
-    except ElementTree.ParseError as exc:
-        return ParsedReport(problem=f"it is not well-formed XML ({exc})")
-    if root.tag not in ("testsuites", "testsuite"):
-        return ParsedReport(problem=f"its root is <{root.tag}>, not <testsuites> or <testsuite>")
-    problem = _junit_counts(root)
-    if problem is not None:
-        return ParsedReport(problem=problem)
-    cases = list(root.iter("testcase"))
-    if len(cases) > MAX_CASES:
-        return ParsedReport(problem=f"it lists more than {MAX_CASES} tests")
-    results = []
-    for case in cases:
-        name = case.get("name") or "?"
-        classname = case.get("classname")
-        verdict, message = TestVerdict.PASSED, None
-        for tag, outcome in (
-            ("failure", TestVerdict.WRONG_ANSWER),
-            ("error", TestVerdict.RUNTIME_ERROR),
-            ("skipped", TestVerdict.SKIPPED),
-        ):
-            found = case.find(tag)
-            if found is not None:
-                verdict = outcome
-                message = (found.get("message") or found.text or tag)[:MESSAGE_CHARS]
-                break
-        results.append(
-            TestResult(
-                name=f"{classname}::{name}" if classname else name,
-                verdict=verdict,
-                time_s=_float(case.get("time")),
-                message=message,
-            )
-        )
-    return ParsedReport(tests=results)
-
-
-def _junit_counts(root: ElementTree.Element) -> str | None:
-    """Whether every suite holds as many test cases (its own and its nested suites')
-    as its ``tests`` attribute says. Iterative: a report nested 100,000 deep is fine."""
-    suites = [e for e in root.iter() if e.tag in ("testsuites", "testsuite")]
-    counts: dict[int, int] = {}
-    for suite in reversed(suites):  # nested suites before the suites holding them
-        count = sum(
-            1 if child.tag == "testcase" else counts.get(id(child), 0)
-            for child in suite
-            if child.tag in ("testcase", "testsuite")
-        )
-        counts[id(suite)] = count
-        declared = suite.get("tests")
-        if declared is not None and declared.strip() != str(count):
-            return (
-                f"<{suite.tag} name={suite.get('name', '')[:80]!r}> declares "
-                f"tests={declared[:20]!r} but holds {count} test cases (an incomplete report)"
-            )
-    return None
-
-
-def _float(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-_GO_BUILD_FAILED = re.compile(r"^FAIL\s.*\[(build|setup) failed\]\s*$")
-
-
-def _parse_go_json(text: str) -> ParsedReport:
-    """``go test -json``: top-level tests (subtests count through their parent), and
-    a final pass/fail/skip event for every package, or the run did not finish."""
-    order: list[tuple[str, str]] = []
-    outcome: dict[tuple[str, str], tuple[str, float | None]] = {}
-    output: dict[tuple[str, str], str] = {}
-    packages: list[str] = []
-    finished: set[str] = set()
-    seen: set[tuple[str, str]] = set()
-    build_failed = False
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:  # go test prints build failures as text, not events
-            build_failed = build_failed or bool(_GO_BUILD_FAILED.match(line[:MAX_LINE_CHARS]))
-            continue
-        if not isinstance(event, dict):
-            return ParsedReport(problem=f"a line is not an event: {line[:80]!r}")
-        package, test, action = event.get("Package"), event.get("Test"), event.get("Action")
-        if not isinstance(package, str) or not isinstance(action, str):
-            return ParsedReport(problem=f"an event without Package or Action: {line[:80]!r}")
-        if test is not None and not isinstance(test, str):
-            return ParsedReport(problem=f"an event whose Test is not a name: {line[:80]!r}")
-        if package not in packages:
-            packages.append(package)
-        if test is None:
-            if action in ("pass", "fail", "skip"):
-                finished.add(package)
-            elif action == "output" and "[build failed]" in str(event.get("Output")):
-                build_failed = True
-            continue
-        key = (package, test.split("/")[0])
-        if key not in seen:
-            seen.add(key)
-            order.append(key)
-            if len(order) > MAX_CASES:
-                return ParsedReport(problem=f"it lists more than {MAX_CASES} tests")
-        if action == "output" and len(output.get(key, "")) < 4 * MESSAGE_CHARS:
-            output[key] = output.get(key, "") + str(event.get("Output"))
-        elif action in ("pass", "fail", "skip") and "/" not in test:
-            outcome[key] = (action, _float(event.get("Elapsed")))
-    if build_failed and not order:
-        return ParsedReport(build_failed=True)
-    if not packages:
-        return ParsedReport(problem="it holds no go test events")
-    unfinished = [p for p in packages if p not in finished]
-    if unfinished:
-        return ParsedReport(problem=f"package {unfinished[0]} has no final event (cut short)")
-    several = len(packages) > 1
-    results = []
-    for key in order:
-        package, test = key
-        action, elapsed = outcome.get(key, ("", None))
-        text_out = output.get(key, "")
-        if action == "pass":
-            verdict, message = TestVerdict.PASSED, None
-        elif action == "skip":
-            verdict, message = TestVerdict.SKIPPED, None
-        elif action == "fail":
-            panicked = "panic:" in text_out
-            verdict = TestVerdict.RUNTIME_ERROR if panicked else TestVerdict.WRONG_ANSWER
-            message = text_out[-MESSAGE_CHARS:]
-        else:
-            verdict, message = (
-                TestVerdict.RUNTIME_ERROR,
-                "no outcome: the test binary stopped in it",
-            )
-        name = f"{package}.{test}" if several else test
-        results.append(TestResult(name=name, verdict=verdict, time_s=elapsed, message=message))
-    return ParsedReport(tests=results)
-
-
-_TAP_PLAN = re.compile(r"^1\.\.(\d+)\s*(#.*)?$")
-_TAP_POINT = re.compile(r"^(not )?ok\b(?:\s+(\d+))?\s*(?:-\s*)?(.*)$")
-_TAP_DIRECTIVE = re.compile(r"^(.*?)\s*(?<!\\)#\s*(skip|todo)\b.*$", re.IGNORECASE)
-
-
-def _parse_tap(text: str) -> ParsedReport:
-    """TAP (12/13/14): the top-level test points (indented subtests count through their
-    parent), exactly one plan ``1..N`` matching them, numbers 1..N in order if given,
-    no ``Bail out!``. ``# SKIP`` and ``# TODO`` are skipped."""
-    results: list[TestResult] = []
-    plans: list[int] = []
-    numbers: list[int | None] = []
-    detail: list[str] = []
-    collecting = False  # in the indented block right after a failed test point
-    for whole in text.splitlines():
-        line = whole[:MAX_LINE_CHARS]  # bounded work per line for the regular expressions
-        if line[:1].isspace():  # subtests, and the YAML block after a test point
-            if collecting:
-                detail.append(line.strip())
-            continue
-        collecting = False
-        if detail:
-            _tap_detail(results, detail)
-        if line.startswith("Bail out!"):
-            return ParsedReport(problem=f"the run bailed out: {line[:200]!r}")
-        plan = _TAP_PLAN.match(line)
-        if plan is not None:
-            plans.append(int(plan.group(1)))
-            continue
-        point = _TAP_POINT.match(line)
-        if point is None:
-            continue  # comments, "TAP version", anything else a consumer ignores
-        failed, number, description = point.group(1), point.group(2), point.group(3)
-        directive = _TAP_DIRECTIVE.match(description)
-        if directive is not None:
-            verdict, description = TestVerdict.SKIPPED, directive.group(1)
-        else:
-            verdict = TestVerdict.WRONG_ANSWER if failed else TestVerdict.PASSED
-        numbers.append(int(number) if number is not None else None)
-        name = description.strip() or f"test {len(results) + 1}"
-        results.append(TestResult(name=name[:MESSAGE_CHARS], verdict=verdict))
-        if len(results) > MAX_CASES:
-            return ParsedReport(problem=f"it lists more than {MAX_CASES} tests")
-        collecting = verdict is TestVerdict.WRONG_ANSWER
-    if detail:
-        _tap_detail(results, detail)
-    if not plans:
-        return ParsedReport(problem="it has no plan line (1..N): the run did not finish")
-    if len(plans) > 1:
-        return ParsedReport(problem=f"it has {len(plans)} plan lines")
-    if plans[0] != len(results):
-        return ParsedReport(
-            problem=f"its plan announces {plans[0]} tests but it has {len(results)} test points"
-        )
-    if any(n is not None and n != i for i, n in enumerate(numbers, start=1)):
-        return ParsedReport(problem="its test numbers are out of order or repeated")
-    return ParsedReport(tests=results)
-
-
-def _tap_detail(results: list[TestResult], detail: list[str]) -> None:
-    """The indented lines after a failed test point become its message."""
-    text = "\n".join(line for line in detail if line not in ("---", "..."))
-    results[-1] = results[-1].model_copy(update={"message": text[:MESSAGE_CHARS] or None})
-    detail.clear()

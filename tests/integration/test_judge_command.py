@@ -22,9 +22,10 @@ from pydantic import ValidationError
 from sandbox.errors import InvalidRequestError
 from sandbox.execution import ExecutionService
 from sandbox.images import resolve_image
-from sandbox.judge import MAX_REPORT_BYTES, Judge, JudgeRequest, JudgeResult, parse_report
+from sandbox.judge import Judge, JudgeRequest, JudgeResult
 from sandbox.policy import Policy
 from sandbox.pool import Pool
+from sandbox.report_parsers import MAX_REPORT_BYTES, parse_report
 from tests.conftest import make_policy
 
 pytestmark = pytest.mark.docker
