@@ -1,8 +1,8 @@
 """What RL frameworks already speak: SandboxFusion's ``/run_code``, OpenRLHF's ``/get_reward``.
 
 Both answer "try again" in the way their clients retry: verl's sandbox-fusion code
-retries only HTTP 504, so ``/run_code`` answers a saturated pool or a run the
-platform could not carry out with 504; OpenRLHF retries any HTTP error, so
+retries only HTTP 504, so ``/run_code`` answers a saturated pool, a key over its
+quota or a run the platform could not carry out with 504; OpenRLHF retries any HTTP error, so
 ``/get_reward`` answers samples it could not judge with 503. Both carry
 ``Retry-After``.
 """
@@ -33,7 +33,7 @@ from sandbox.errors import (
     status_and_code,
 )
 
-from ..deps import PlatformDep, WorkingTenantDep
+from ..deps import PlatformDep, TenantDep, WorkingTenantDep
 from ..errors import ErrorBody, error_responses
 
 logger = logging.getLogger(__name__)
@@ -78,19 +78,20 @@ def _retry_later(status: int, exc: SandboxError) -> JSONResponse:
     responses=_with_retry_after(
         error_responses(401, 403, 404, 413, 415, 422, 429, 503, 504),
         504,
-        "Also capacity_exhausted (the pool is saturated) and infrastructure errors: verl's "
-        "sandbox-fusion client retries only 504",
+        "Also capacity_exhausted (the pool is saturated), quota_exceeded (the key's quota "
+        "or rate) and infrastructure errors: verl's sandbox-fusion client retries only 504",
     ),
 )
-async def run_code(request: RunCodeRequest, platform: PlatformDep, tenant: WorkingTenantDep) -> Any:
+async def run_code(request: RunCodeRequest, platform: PlatformDep, tenant: TenantDep) -> Any:
     """SandboxFusion-compatible: verl's sandbox-fusion reward code works by changing its URL.
 
-    A saturated pool, or a run the platform failed even after retrying, is a 504 with
-    ``Retry-After`` (verl retries nothing else).
+    A saturated pool, a key over its quota or rate, or a run the platform failed even
+    after retrying, is a 504 with ``Retry-After`` (verl retries nothing else).
     """
     tenant.allow_policy("default")
     try:
-        return await run_sandboxfusion(platform.execution, request, tenant=tenant.name)
+        with tenant.slot():
+            return await run_sandboxfusion(platform.execution, request, tenant=tenant.name)
     except (CapacityError, InfrastructureError, SandboxTimeoutError) as exc:
         return _retry_later(504, exc)
 

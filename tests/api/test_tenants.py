@@ -117,6 +117,18 @@ def test_rate_limit_gives_429_with_retry_after(keyed: Service) -> None:
     assert "rate" in refused.json()["message"] and int(refused.headers["Retry-After"]) >= 1
 
 
+def test_run_code_over_the_rate_is_504_for_verl(keyed: Service) -> None:
+    """verl's sandbox-fusion client retries only 504: a key over its rate gets one there."""
+    body = {"code": "print(1)", "language": "python"}
+    with client(keyed, "slow") as http:
+        answers = [http.post("/run_code", json=body) for _ in range(6)]
+    codes = [a.status_code for a in answers]
+    assert 504 in codes and set(codes) <= {200, 504}, codes
+    refused = next(a for a in answers if a.status_code == 504)
+    assert refused.json()["code"] == "quota_exceeded", refused.text
+    assert int(refused.headers["Retry-After"]) >= 1
+
+
 def test_idempotency_keys_never_cross_tenants(keyed: Service) -> None:
     item = {
         "code": "print(input())",
