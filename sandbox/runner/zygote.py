@@ -56,7 +56,12 @@ class Spare:
         self.control = socket.socket(fileno=control_fd)
 
     def start(self, request: dict[str, Any], stdin: bytes, pass_fds: list[int]) -> None:
-        """Hand the spare its request: stdin into its memfd, the rest (and fds) on its socket."""
+        """Hand the spare its request: stdin into its memfd, the rest (and fds) on its socket.
+
+        The memfd is emptied first: while the spare waited, an earlier execution's code
+        may have written to it (under gVisor any uid can reopen it through /proc).
+        """
+        os.ftruncate(self.stdin_fd, 0)
         if stdin:
             os.write(self.stdin_fd, stdin)
             os.lseek(self.stdin_fd, 0, os.SEEK_SET)

@@ -745,6 +745,50 @@ async def test_no_docker_socket(pool: Pool, python_image: str, policy: Policy) -
 # --------------------------------------------------------------------------------------
 
 
+async def test_a_waiting_spares_stdin_cannot_be_poisoned(
+    pool: Pool, python_image: str, policy: Policy
+) -> None:
+    """After a judge run the runner holds a second spare for the next execution. Code
+    that reaches its stdin memfd through /proc (gVisor lets any uid reopen it) and
+    writes there must not be read by the next program: the runner empties the memfd
+    when it hands the spare its request."""
+    poison = ATTEMPT + (
+        "hit = []\n"
+        "pid = runner_pid()\n"
+        "fds = os.listdir(f'/proc/{pid}/fd') if os.access(f'/proc/{pid}/fd', os.R_OK) else []\n"
+        "for fd in fds:\n"
+        "    try:\n"
+        "        if 'memfd:stdin' in os.readlink(f'/proc/{pid}/fd/{fd}'):\n"
+        "            w = os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY)\n"
+        "            os.write(w, b'INJECTED\\n' * 8)\n"
+        "            os.close(w)\n"
+        "            hit.append(fd)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(json.dumps(hit))\n"
+    )
+    read_stdin = "import sys\nprint(repr(sys.stdin.read()))\n"
+    limits = exec_limits(policy, None)
+    async with pool.lease(python_image, policy, TENANT) as lease:
+        paired = await lease.sandbox.exec(
+            ["true"], limits=limits, env=BASE_ENV, peer={"argv": ["true"]}
+        )
+        assert paired.status == ExecStatus.OK, paired
+        attacked = await lease.sandbox.exec(
+            ["python3", "main.py"], limits=limits, env=BASE_ENV, files={"main.py": poison.encode()}
+        )
+        assert attacked.status == ExecStatus.OK, attacked.stderr
+        for stdin in (b"", b"x"):
+            victim = await lease.sandbox.exec(
+                ["python3", "main.py"],
+                limits=limits,
+                env=BASE_ENV,
+                stdin=stdin,
+                files={"main.py": read_stdin.encode()},
+            )
+            assert victim.stdout == f"{stdin.decode()!r}\n".encode(), (attacked.stdout, victim)
+
+
 async def test_runner_and_init_cannot_be_signalled_traced_or_inspected(
     pool: Pool, python_image: str, policy: Policy
 ) -> None:
