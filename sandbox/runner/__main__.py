@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 PROTOCOL_VERSION = 2
+SPARES_AHEAD = 1
 
 
 class Runner:
@@ -73,7 +74,7 @@ class Runner:
         raise ValueError(f"unknown op {op!r}")
 
     def serve(self, in_fd: int, out_fd: int) -> None:
-        spares = 1
+        spares = 1 + SPARES_AHEAD
         self.zygote.request_spares(spares)
         while True:
             # Take spares off the zygote's socket as they come: descriptors in
@@ -88,9 +89,11 @@ class Runner:
                 # A second frame, after the reply went out: the reset's outcome.
                 write_frame(out_fd, self._reply(request, "reset"))
             # Have the next execution's processes forked while the service reads the
-            # reply: as many as the last execution needed (two for a judge and its peer).
+            # reply: as many as the last execution needed (two for a judge and its peer),
+            # and one more, so that the next request finds a spare that has finished
+            # warming up rather than one the zygote has only just forked.
             if request.get("op") == "exec":
-                spares = 2 if request.get("peer") else 1
+                spares = (2 if request.get("peer") else 1) + SPARES_AHEAD
             self.zygote.request_spares(spares)
 
     def _reply(self, request: dict[str, Any], op: object) -> dict[str, Any]:
