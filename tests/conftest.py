@@ -16,6 +16,7 @@ import docker
 import docker.errors
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox.backends.docker import (
     LABEL_MANAGED,
@@ -24,7 +25,9 @@ from sandbox.backends.docker import (
     owner_alive,
     owner_label,
 )
+from sandbox.execution import ExecutionService
 from sandbox.images import resolve_image
+from sandbox.judge import Judge
 from sandbox.launcher import SANDBOX_BIN, ServiceProcess, free_port
 from sandbox.platform import Platform, PlatformSettings
 from sandbox.policy import Policy, parse_policy
@@ -105,6 +108,21 @@ class Service(ServiceProcess):
     """A ``sandbox serve`` subprocess on a free loopback port (args: extra CLI flags)."""
 
 
+def metric(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples called ``name`` (with ``labels``) in Prometheus text; 0 if none."""
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+def judge_on(pool: Pool, policy: Policy) -> Judge:
+    """A judge on ``pool`` whose only policy, ``default``, is ``policy``."""
+    return Judge(ExecutionService(pool, {"default": policy}, resolve_image))
+
+
 @contextlib.contextmanager
 def one_container_service(policies: Path) -> Iterator[Service]:
     """A service whose only policy (``default``) keeps one container and lets no request
@@ -118,7 +136,16 @@ def one_container_service(policies: Path) -> Iterator[Service]:
         svc.stop()
 
 
-__all__ = ["REPO", "SANDBOX_BIN", "Service", "free_port", "make_policy", "one_container_service"]
+__all__ = [
+    "REPO",
+    "SANDBOX_BIN",
+    "Service",
+    "free_port",
+    "judge_on",
+    "make_policy",
+    "metric",
+    "one_container_service",
+]
 
 
 @pytest.fixture(scope="module")

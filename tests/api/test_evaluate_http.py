@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from sandbox.backends.docker import LABEL_OWNER
-from tests.api.test_http import metric
-from tests.conftest import Service, one_container_service
+from tests.conftest import Service, metric, one_container_service
 
 ADD_TESTS = {
     "kind": "function",

@@ -33,7 +33,7 @@ from sandbox.execution import (
 from sandbox.policy import load_policy
 from sandbox.pool import PoolStatus
 from sandbox.results import RunResult
-from tests.conftest import REPO, Service, one_container_service
+from tests.conftest import REPO, Service, metric, one_container_service
 
 pytestmark = pytest.mark.docker
 
@@ -67,16 +67,6 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, 
     assert body["code"] == code, body
     assert isinstance(body["message"], str) and body["message"], body
     return body
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text (0 when absent)."""
-    total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
 
 
 def metric_names(text: str) -> set[str]:

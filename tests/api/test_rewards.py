@@ -28,7 +28,6 @@ import docker
 import httpx
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox import rewards
 from sandbox.backends.docker import LABEL_OWNER, LABEL_POLICY
@@ -36,7 +35,7 @@ from sandbox.client import AsyncSandboxClient
 from sandbox.errors import AuthenticationError, InfrastructureError
 from sandbox.rewards import compute_score, trl_reward
 from sandbox.tenants import hash_key, new_key
-from tests.conftest import Service, free_port
+from tests.conftest import Service, free_port, metric
 
 pytestmark = pytest.mark.docker
 
@@ -134,12 +133,7 @@ class CountingTransport(httpx.AsyncHTTPTransport):
 def judgements(service: Service) -> float:
     """``sandbox_judgements_total`` over every label: submissions the service judged."""
     text = httpx.get(f"{service.url}/metrics", timeout=30).text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "sandbox_judgements_total"
-    )
+    return metric(text, "sandbox_judgements_total")
 
 
 class TrlLoop:

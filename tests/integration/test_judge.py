@@ -25,7 +25,7 @@ from sandbox.images import resolve_image
 from sandbox.judge import Judge, JudgeRequest, JudgeResult
 from sandbox.policy import Policy
 from sandbox.pool import Pool
-from tests.conftest import make_policy
+from tests.conftest import judge_on, make_policy
 
 pytestmark = pytest.mark.docker
 
@@ -54,7 +54,7 @@ def policy() -> Policy:
 
 @pytest.fixture(scope="module")
 def judge(pool: Pool, policy: Policy) -> Judge:
-    return Judge(ExecutionService(pool, {"default": policy}, resolve_image))
+    return judge_on(pool, policy)
 
 
 async def run(judge: Judge, code: str, tests: dict[str, Any], **extra: Any) -> JudgeResult:

@@ -20,13 +20,11 @@ import pytest
 from pydantic import ValidationError
 
 from sandbox.errors import InvalidRequestError
-from sandbox.execution import ExecutionService
-from sandbox.images import resolve_image
 from sandbox.judge import Judge, JudgeRequest, JudgeResult
 from sandbox.policy import Policy
 from sandbox.pool import Pool
 from sandbox.report_parsers import MAX_REPORT_BYTES, parse_report
-from tests.conftest import make_policy
+from tests.conftest import judge_on, make_policy
 
 pytestmark = pytest.mark.docker
 
@@ -52,7 +50,7 @@ def policy() -> Policy:
 
 @pytest.fixture(scope="module")
 def judge(pool: Pool, policy: Policy) -> Judge:
-    return Judge(ExecutionService(pool, {"default": policy}, resolve_image))
+    return judge_on(pool, policy)
 
 
 async def run(

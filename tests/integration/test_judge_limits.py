@@ -30,14 +30,14 @@ import pytest
 from sandbox import platform as platform_module
 from sandbox.errors import InfrastructureError, NotFoundError, status_and_code
 from sandbox.evaluate import EvaluateRequest, Evaluator, parse_lines
-from sandbox.execution import ExecutionService, RunRequest
+from sandbox.execution import RunRequest
 from sandbox.images import resolve_image
 from sandbox.judge import Judge, JudgeRequest, JudgeResult
 from sandbox.languages import LANGUAGES, Language
 from sandbox.platform import Platform, PlatformSettings
 from sandbox.policy import Policy
 from sandbox.pool import Pool
-from tests.conftest import Service, make_policy
+from tests.conftest import Service, judge_on, make_policy, metric
 
 pytestmark = pytest.mark.docker
 
@@ -96,7 +96,7 @@ def policy() -> Policy:
 
 @pytest.fixture(scope="module")
 def judge(pool: Pool, policy: Policy) -> Judge:
-    return Judge(ExecutionService(pool, {"default": policy}, resolve_image))
+    return judge_on(pool, policy)
 
 
 async def run(judge: Judge, code: str, tests: dict[str, Any], **extra: Any) -> JudgeResult:
@@ -410,12 +410,7 @@ def test_another_body_under_the_same_key_is_refused(http: httpx.Client) -> None:
 
 
 def judgements(http: httpx.Client) -> float:
-    text = http.get("/metrics").text
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("sandbox_judgements_total{")
-    )
+    return metric(http.get("/metrics").text, "sandbox_judgements_total")
 
 
 def test_a_retry_joining_a_running_batch_gets_the_same_lines(
