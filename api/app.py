@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from sandbox.platform import Platform, PlatformSettings
+from sandbox.service.platform import Platform, PlatformSettings
 
 from . import errors
 from .middleware import BodyPolicy

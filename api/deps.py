@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from sandbox.platform import Platform
-from sandbox.tenants import Tenant
+from sandbox.service.platform import Platform
+from sandbox.service.tenants import Tenant
 
 
 async def get_platform(request: Request) -> Platform:

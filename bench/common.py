@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox.launcher import ServiceProcess
+from sandbox.host.launcher import ServiceProcess
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent

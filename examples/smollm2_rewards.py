@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from sandbox.client import SandboxClient
-from sandbox.judge import JudgeRequest
+from sandbox.judge.judge import JudgeRequest
 from sandbox.rl.config import ModelConfig
 from sandbox.rl.model import PretrainedTokenizer, build
 

@@ -5,6 +5,8 @@ their docstring says otherwise.
 """
 
 from .client import AsyncSandboxClient, SandboxClient
+from .core.execution import ExecutionService, RunRequest
+from .core.pool import Lease, Pool, PoolStatus
 from .errors import (
     CapacityError,
     ContainerLostError,
@@ -18,11 +20,9 @@ from .errors import (
     SandboxTimeoutError,
     ServiceUnreachableError,
 )
-from .execution import ExecutionService, RunRequest
-from .platform import Platform, PlatformSettings
 from .policy import LimitOverrides, Policy, effective_limits, load_policy, load_policy_dir
-from .pool import Lease, Pool, PoolStatus
 from .results import ExecLimits, ExecResult, ExecStatus, ResourceUsage, RunResult
+from .service.platform import Platform, PlatformSettings
 
 __all__ = [
     "AsyncSandboxClient",

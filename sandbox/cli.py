@@ -33,14 +33,14 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _cmd_engine_ensure(args: argparse.Namespace) -> int:
-    from sandbox.engine import ensure_engine
+    from sandbox.host.engine import ensure_engine
 
     ensure_engine()
     return EXIT_OK
 
 
 def _cmd_engine_status(args: argparse.Namespace) -> int:
-    from sandbox.engine import engine_status
+    from sandbox.host.engine import engine_status
 
     status = engine_status()
     sys.stdout.write(json.dumps(status, indent=2, sort_keys=True) + "\n")
@@ -63,7 +63,7 @@ def _register_engine(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def _cmd_images_build(args: argparse.Namespace) -> int:
-    from sandbox.images import build_images
+    from sandbox.host.images import build_images
 
     tags = build_images(args.names or None, base=args.base)
     for tag in tags:
@@ -72,7 +72,7 @@ def _cmd_images_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_images_list(args: argparse.Namespace) -> int:
-    from sandbox.images import list_images
+    from sandbox.host.images import list_images
 
     missing = 0
     for row in list_images():
@@ -87,7 +87,7 @@ def _cmd_images_list(args: argparse.Namespace) -> int:
 
 
 def _register_images(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from sandbox.images import BASE_KINDS
+    from sandbox.host.images import BASE_KINDS
 
     images = commands.add_parser("images", help="the sandbox images (built locally)")
     sub = images.add_subparsers(dest="images_command", metavar="ACTION", required=True)
@@ -114,9 +114,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
-    from sandbox.platform import PlatformSettings
     from sandbox.policy import load_policy_dir
-    from sandbox.tenants import Keyring
+    from sandbox.service.platform import PlatformSettings
+    from sandbox.service.tenants import Keyring
 
     load_policy_dir(args.policies)  # a bad policy stops us here, with its message
     keyring = Keyring.from_environment(args.keys)
@@ -144,8 +144,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from sandbox.platform import DEFAULT_POLICIES_DIR
-    from sandbox.pool import DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY
+    from sandbox.core.pool import DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY
+    from sandbox.service.platform import DEFAULT_POLICIES_DIR
 
     serve = commands.add_parser("serve", help="run the HTTP service with a warm pool")
     serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
@@ -175,7 +175,7 @@ _EXTENSIONS = {".py": "python", ".sh": "bash"}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from sandbox.execution import RunRequest
+    from sandbox.core.execution import RunRequest
     from sandbox.results import ExecStatus, RunResult
 
     path: Path = args.file
@@ -218,8 +218,8 @@ def _read_text(path: Path) -> str:
 
 async def _run_locally(request: Any, policy_ref: str) -> Any:
     """Run one request on a private, unwarmed platform with the given policy file or name."""
-    from sandbox.platform import DEFAULT_POLICIES_DIR, Platform, PlatformSettings
     from sandbox.policy import load_policy
+    from sandbox.service.platform import DEFAULT_POLICIES_DIR, Platform, PlatformSettings
 
     policy_path = Path(policy_ref)
     if not policy_path.suffix:
@@ -315,7 +315,7 @@ def _register_pool(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _cmd_keys_new(args: argparse.Namespace) -> int:
-    from sandbox.tenants import TenantConfig, hash_key, new_key
+    from sandbox.service.tenants import TenantConfig, hash_key, new_key
 
     key = new_key()
     entry = TenantConfig(
@@ -337,7 +337,7 @@ def _cmd_keys_new(args: argparse.Namespace) -> int:
 
 
 def _register_keys(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from sandbox.tenants import DEFAULT_MAX_CONCURRENCY, DEFAULT_RATE_PER_S
+    from sandbox.service.tenants import DEFAULT_MAX_CONCURRENCY, DEFAULT_RATE_PER_S
 
     keys = commands.add_parser("keys", help="API keys and tenants")
     sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
@@ -354,8 +354,8 @@ def _register_keys(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _open_audit(args: argparse.Namespace) -> Any:
-    from sandbox.audit import AuditLog
-    from sandbox.platform import default_state_dir
+    from sandbox.service.platform import default_state_dir
+    from sandbox.telemetry.audit import AuditLog
 
     path: Path = args.db or default_state_dir() / "audit.db"
     if not path.exists():
@@ -543,7 +543,7 @@ def _cmd_eval_compare(args: argparse.Namespace) -> int:
 
 def _register_eval(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from sandbox.evals.compare import DEFAULT_ALPHA, DEFAULT_MIN_DROP
-    from sandbox.platform import DEFAULT_POLICIES_DIR
+    from sandbox.service.platform import DEFAULT_POLICIES_DIR
 
     evals = commands.add_parser("eval", help="agent evaluations: run tasks, report, compare")
     sub = evals.add_subparsers(dest="eval_command", metavar="ACTION", required=True)

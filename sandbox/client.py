@@ -19,6 +19,10 @@ from typing import Any, TypeVar
 
 import httpx
 
+from sandbox.core.pool import PoolStatus
+from sandbox.judge.batches import ItemLine, Summary, parse_lines
+from sandbox.judge.judge import JudgeRequest, JudgeResult
+
 from .errors import (
     CapacityError,
     SandboxError,
@@ -26,9 +30,6 @@ from .errors import (
     ServiceUnreachableError,
     error_for_code,
 )
-from .evaluate import ItemLine, Summary, parse_lines
-from .judge import JudgeRequest, JudgeResult
-from .pool import PoolStatus
 from .results import RunResult
 
 T = TypeVar("T")

@@ -25,13 +25,13 @@ from sandbox.backends.docker import (
     owner_alive,
     owner_label,
 )
-from sandbox.execution import ExecutionService
-from sandbox.images import resolve_image
-from sandbox.judge import Judge
-from sandbox.launcher import SANDBOX_BIN, ServiceProcess, free_port
-from sandbox.platform import Platform, PlatformSettings
+from sandbox.core.execution import ExecutionService
+from sandbox.core.pool import Pool
+from sandbox.host.images import resolve_image
+from sandbox.host.launcher import SANDBOX_BIN, ServiceProcess, free_port
+from sandbox.judge.judge import Judge
 from sandbox.policy import Policy, parse_policy
-from sandbox.pool import Pool
+from sandbox.service.platform import Platform, PlatformSettings
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from sandbox.audit import AuditRecord
 from sandbox.errors import ForbiddenError
+from sandbox.telemetry.audit import AuditRecord
 
 from ..deps import PlatformDep, TenantDep
 from ..errors import error_responses

@@ -15,16 +15,6 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from sandbox import metrics
-from sandbox.compat import (
-    RewardRequest,
-    RewardResponse,
-    RunCodeRequest,
-    RunCodeResponse,
-    UnjudgedError,
-)
-from sandbox.compat import get_reward as judge_rewards
-from sandbox.compat import run_code as run_sandboxfusion
 from sandbox.errors import (
     CapacityError,
     InfrastructureError,
@@ -32,6 +22,16 @@ from sandbox.errors import (
     SandboxTimeoutError,
     status_and_code,
 )
+from sandbox.integrations.compat import (
+    RewardRequest,
+    RewardResponse,
+    RunCodeRequest,
+    RunCodeResponse,
+    UnjudgedError,
+)
+from sandbox.integrations.compat import get_reward as judge_rewards
+from sandbox.integrations.compat import run_code as run_sandboxfusion
+from sandbox.telemetry import metrics
 
 from ..deps import PlatformDep, TenantDep, WorkingTenantDep
 from ..errors import ErrorBody, error_responses

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from sandbox import metrics
+from sandbox.telemetry import metrics
 
 from ..deps import PlatformDep
 

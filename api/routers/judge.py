@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 
-from sandbox.evaluate import EvaluateRequest
-from sandbox.judge import JudgeRequest, JudgeResult
+from sandbox.judge.batches import EvaluateRequest
+from sandbox.judge.judge import JudgeRequest, JudgeResult
 
 from ..deps import PlatformDep, TenantDep, WorkingTenantDep
 from ..errors import error_responses

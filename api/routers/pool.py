@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from sandbox.pool import PoolStatus
+from sandbox.core.pool import PoolStatus
 
 from ..deps import PlatformDep, TenantDep
 from ..errors import error_responses

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from sandbox.execution import RunRequest
+from sandbox.core.execution import RunRequest
 from sandbox.results import RunResult
 
 from ..deps import PlatformDep, WorkingTenantDep

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from sandbox.core.sessions import Command, DirEntry, SessionInfo, SessionSpec
 from sandbox.results import RunResult
-from sandbox.sessions import Command, DirEntry, SessionInfo, SessionSpec
 
 from ..deps import PlatformDep, TenantDep, WorkingTenantDep
 from ..errors import error_responses

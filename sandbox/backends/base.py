@@ -9,7 +9,11 @@ from typing import Any
 from ..policy import Policy
 from ..results import ExecLimits, ExecResult
 
+# The container's layout, the same in every backend: the sandbox's workspace, the
+# judge's private directory, and the harness programs shipped with the runner.
 WORKDIR = "/workspace"
+JUDGE_DIR = "/judge"
+HARNESS_DIR = "/opt/sandbox/runner/harness"
 
 
 class Sandbox(ABC):

@@ -20,7 +20,6 @@ import base64
 import contextlib
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -29,13 +28,20 @@ from urllib.parse import urlparse
 
 import docker
 import docker.errors
-import psutil
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import ContainerLostError, EngineError, NotFoundError
+from ..host.labels import (
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_POLICY,
+    LABEL_POLICY_DIGEST,
+    owner_alive,
+    owner_label,
+)
 from ..policy import Policy
 from ..results import ExecLimits, ExecResult, ExecStatus, ResourceUsage
-from .base import WORKDIR, Backend, Sandbox
+from .base import JUDGE_DIR, WORKDIR, Backend, Sandbox
 from .channel import RunnerChannel
 from .network import (
     DEFAULT_EGRESS_NETWORK,
@@ -47,16 +53,10 @@ from .network import (
 
 logger = logging.getLogger(__name__)
 
-LABEL_MANAGED = "sandbox-platform.managed"
-LABEL_OWNER = "sandbox-platform.owner"
-LABEL_POLICY = "sandbox-platform.policy"
-LABEL_POLICY_DIGEST = "sandbox-platform.policy-digest"
-
 RUNNER_CAPABILITIES = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "FOWNER")
 RUNTIME_GVISOR_NETWORK = "runsc-net"  # gVisor with its own network stack (engine.py registers it)
 RUNNER_DIR = "/opt/sandbox"
 TMP_DIR = "/tmp"
-JUDGE_DIR = "/judge"
 SHM_DIR = "/dev/shm"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MiB = 1 << 20
@@ -78,25 +78,6 @@ RUNSC_RUNNER_PROCESSES = 8  # init, runner, zygote, spares
 REPLY_MARGIN_S = 10.0
 HELLO_TIMEOUT_S = 30.0
 RESET_TIMEOUT_S = 15.0
-
-
-def owner_label() -> str:
-    """``host:pid:start-time`` of this process: unique, and checkable for liveness later."""
-    me = psutil.Process()
-    return f"{socket.gethostname()}:{me.pid}:{me.create_time():.3f}"
-
-
-def owner_alive(label: str) -> bool:
-    """Whether the process an ``owner_label`` names still runs (other hosts: assumed)."""
-    host, _, rest = label.partition(":")
-    pid_text, _, started = rest.partition(":")
-    if host != socket.gethostname():
-        return True  # another machine's service: not ours to judge
-    try:
-        process = psutil.Process(int(pid_text))
-        return f"{process.create_time():.3f}" == started
-    except (psutil.NoSuchProcess, ValueError):
-        return False
 
 
 def _tmpfs_options(size_mb: int, inodes: int, mode: str, uid: int = 0, gid: int = 0) -> str:

@@ -259,7 +259,7 @@ class AllowlistNetworks:
 
     def _proxy_image(self, fallback: str) -> str:
         if self.egress_image is None:
-            from ..images import resolve_image
+            from sandbox.host.images import resolve_image
 
             try:
                 self.egress_image = resolve_image("python")

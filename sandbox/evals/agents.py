@@ -46,15 +46,15 @@ from typing import IO, Any, Final, TypeVar
 import httpx
 
 from sandbox.backends.base import WORKDIR
+from sandbox.core.sessions import Command, SessionManager
 from sandbox.errors import (
     InfrastructureError,
     InvalidRequestError,
     NotFoundError,
     SandboxError,
 )
-from sandbox.policy import MIN_TIME_S
+from sandbox.policy.limits import MIN_TIME_S
 from sandbox.results import ExecStatus
-from sandbox.sessions import Command, SessionManager
 
 from .tasks import Task, TaskError
 

@@ -3,7 +3,7 @@
 A trial goes: a session from the task (image, policy, ``files/`` with their
 executable bits, then ``setup``); the agent with its :class:`~.agents.Tools`
 until it is done, out of steps or out of time; then
-:meth:`~sandbox.sessions.SessionManager.run_hidden_tests` (the tests are copied
+:meth:`~sandbox.core.sessions.SessionManager.run_hidden_tests` (the tests are copied
 in only now, every process the agent left is killed first); the session is
 closed. Its outcome is one of :data:`OUTCOMES`:
 
@@ -51,10 +51,10 @@ from typing import IO, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from sandbox.core.sessions import Command, SessionManager, SessionSpec
 from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
 from sandbox.policy import Policy
 from sandbox.results import ExecResult, ExecStatus
-from sandbox.sessions import Command, SessionManager, SessionSpec
 
 from .agents import Agent, AgentError, Tools, Trajectory, TrialContext
 from .tasks import Task
@@ -738,7 +738,7 @@ async def run_local(
     retry_infra: bool = True,
 ) -> RunSummary:
     """:func:`run_eval` on a private, in-process platform (what ``sandbox eval run`` does)."""
-    from sandbox.platform import Platform, PlatformSettings
+    from sandbox.service.platform import Platform, PlatformSettings
 
     settings = PlatformSettings(warm=[])
     if policies_dir is not None:

@@ -32,8 +32,8 @@ from pydantic import (
     model_validator,
 )
 
+from sandbox.core.execution import MAX_FILES, MAX_FILES_BYTES, check_relative_path
 from sandbox.errors import InvalidRequestError
-from sandbox.execution import MAX_FILES, MAX_FILES_BYTES, check_relative_path
 
 __all__ = [
     "AgentBudget",

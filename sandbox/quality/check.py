@@ -12,7 +12,7 @@ from typing import Any
 
 from sandbox.evals.agents import Agent
 from sandbox.evals.runner import run_eval
-from sandbox.platform import Platform
+from sandbox.service.platform import Platform
 
 from . import difficulty, duplicates, findings
 from .model import CheckSettings, ItemResult, Severity

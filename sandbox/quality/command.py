@@ -28,7 +28,7 @@ __all__ = ["register"]
 
 
 def _check(args: argparse.Namespace, agent_factory: Callable[[argparse.Namespace], Any]) -> int:
-    from sandbox.platform import Platform, PlatformSettings
+    from sandbox.service.platform import Platform, PlatformSettings
 
     from .check import run_check
     from .progress import QualityProgress
@@ -83,7 +83,7 @@ def register(
     agent_factory: Callable[[argparse.Namespace], Any],
 ) -> None:
     """Add ``quality check``; ``agent_factory`` builds the agent of ``--agent`` (as eval run)."""
-    from sandbox.platform import DEFAULT_POLICIES_DIR
+    from sandbox.service.platform import DEFAULT_POLICIES_DIR
 
     quality = commands.add_parser(
         "quality", help="find broken tasks and reward loopholes in task and problem sets"

@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from sandbox.evals.tasks import Task
-from sandbox.judge_models import AssertTests, FileTests
+from sandbox.judge.models import AssertTests, FileTests
 
 from .model import ItemResult, Severity, TrialSummary
 from .probes import BY_NAME, CONTROLS

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from sandbox.errors import SandboxError
-from sandbox.judge import (
+from sandbox.judge.judge import (
     DEFAULT_TEST_TIMEOUT_S,
     AssertTests,
     FileTests,

@@ -35,7 +35,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from sandbox.errors import InvalidRequestError
-from sandbox.judge import JudgeRequest
+from sandbox.judge.judge import JudgeRequest
 from sandbox.languages import get_language
 
 __all__ = ["MAX_PROBLEM_LINE_BYTES", "Problem", "ProblemError", "read_problem_set"]

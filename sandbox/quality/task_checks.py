@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
 
+from sandbox.core.sessions import SessionManager
 from sandbox.evals.agents import Agent, OracleAgent, Tools, TrialContext
 from sandbox.evals.runner import RunSummary, run_eval
 from sandbox.evals.tasks import AgentBudget, Task
 from sandbox.policy import Policy
-from sandbox.sessions import SessionManager
 
 from .model import CheckSettings, TrialSummary
 from .probes import (

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sandbox.host.launcher import ServiceProcess, answers
+
 from ..errors import InvalidRequestError
-from ..launcher import ServiceProcess, answers
 from .config import TrainConfig, load_config
 
 EXIT_OK, EXIT_BELOW_TARGET = 0, 1

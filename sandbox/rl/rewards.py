@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from sandbox.judge.judge import JudgeRequest
+
 from ..client import AsyncSandboxClient
 from ..errors import SandboxError
-from ..judge import JudgeRequest
 from .config import SandboxConfig
 
 if TYPE_CHECKING:
-    from ..platform import Platform
+    from sandbox.service.platform import Platform
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class SandboxRewards:
             key = os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
             self._client = AsyncSandboxClient(self.config.url, api_key=key, timeout=600)
         else:
-            from ..platform import Platform, PlatformSettings
+            from sandbox.service.platform import Platform, PlatformSettings
 
             self._platform = Platform(PlatformSettings(warm=[]))
             await self._platform.start()

@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..judge import JudgeRequest
+from sandbox.judge.judge import JudgeRequest
+
 from .config import DomainConfig, SandboxConfig
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.core.pool import PoolStatus
 from sandbox.policy import load_policy
-from sandbox.pool import PoolStatus
 from sandbox.results import RunResult
 from tests.conftest import REPO, SANDBOX_BIN, Service, free_port
 

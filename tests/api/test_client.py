@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from sandbox.client import AsyncSandboxClient, SandboxClient
+from sandbox.core.pool import PoolStatus
 from sandbox.errors import (
     CapacityError,
     InvalidRequestError,
@@ -20,7 +21,6 @@ from sandbox.errors import (
     SandboxTimeoutError,
     ServiceUnreachableError,
 )
-from sandbox.pool import PoolStatus
 from sandbox.results import ExecStatus, RunResult
 from tests.conftest import Service, free_port, one_container_service
 

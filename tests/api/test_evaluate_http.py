@@ -16,7 +16,7 @@ import docker
 import httpx
 import pytest
 
-from sandbox.backends.docker import LABEL_OWNER
+from sandbox.host.labels import LABEL_OWNER
 from tests.conftest import Service, metric, one_container_service
 
 ADD_TESTS = {

@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.middleware import MAX_BODY_BYTES
-from sandbox.execution import (
+from sandbox.core.execution import (
     MAX_ARGS,
     MAX_CODE_BYTES,
     MAX_FETCH,
@@ -30,8 +30,8 @@ from sandbox.execution import (
     MAX_FILES_BYTES,
     MAX_STDIN_BYTES,
 )
+from sandbox.core.pool import PoolStatus
 from sandbox.policy import load_policy
-from sandbox.pool import PoolStatus
 from sandbox.results import RunResult
 from tests.conftest import REPO, Service, metric, one_container_service
 

@@ -30,11 +30,11 @@ import pytest
 import yaml
 
 from sandbox import rewards
-from sandbox.backends.docker import LABEL_OWNER, LABEL_POLICY
 from sandbox.client import AsyncSandboxClient
 from sandbox.errors import AuthenticationError, InfrastructureError
+from sandbox.host.labels import LABEL_OWNER, LABEL_POLICY
 from sandbox.rewards import compute_score, trl_reward
-from sandbox.tenants import hash_key, new_key
+from sandbox.service.tenants import hash_key, new_key
 from tests.conftest import Service, free_port, metric
 
 pytestmark = pytest.mark.docker

@@ -42,7 +42,7 @@ from schemathesis.checks import (
 
 from api.app import create_app
 from api.errors import ErrorBody
-from sandbox.tenants import hash_key, new_key
+from sandbox.service.tenants import hash_key, new_key
 from tests.conftest import REPO, Service
 
 pytestmark = pytest.mark.docker

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from sandbox.tenants import hash_key, new_key
+from sandbox.service.tenants import hash_key, new_key
 from tests.conftest import REPO, SANDBOX_BIN, Service
 
 pytestmark = pytest.mark.docker

@@ -40,7 +40,7 @@ from sandbox.evals import (
 )
 from sandbox.evals.agents import Agent
 from sandbox.evals.runner import RunSummary, read_results
-from sandbox.platform import Platform
+from sandbox.service.platform import Platform
 from tests.conftest import REPO, SANDBOX_BIN
 
 pytestmark = pytest.mark.docker

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from sandbox import images
-from sandbox.engine import RUNTIME_RUNSC, docker_client, engine_status, ensure_engine
+from sandbox.host import images
+from sandbox.host.engine import RUNTIME_RUNSC, docker_client, engine_status, ensure_engine
 
 pytestmark = pytest.mark.docker
 

@@ -19,12 +19,12 @@ import httpx
 import pytest
 
 from sandbox.backends.docker import LABEL_POLICY
+from sandbox.core.execution import ExecutionService
+from sandbox.core.pool import Pool
 from sandbox.errors import InvalidRequestError
-from sandbox.execution import ExecutionService
-from sandbox.images import resolve_image
-from sandbox.judge import Judge, JudgeRequest, JudgeResult
+from sandbox.host.images import resolve_image
+from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult
 from sandbox.policy import Policy
-from sandbox.pool import Pool
 from tests.conftest import judge_on, make_policy
 
 pytestmark = pytest.mark.docker

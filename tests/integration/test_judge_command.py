@@ -19,11 +19,11 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from sandbox.core.pool import Pool
 from sandbox.errors import InvalidRequestError
-from sandbox.judge import Judge, JudgeRequest, JudgeResult
+from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult
+from sandbox.judge.report_parsers import MAX_REPORT_BYTES, parse_report
 from sandbox.policy import Policy
-from sandbox.pool import Pool
-from sandbox.report_parsers import MAX_REPORT_BYTES, parse_report
 from tests.conftest import judge_on, make_policy
 
 pytestmark = pytest.mark.docker

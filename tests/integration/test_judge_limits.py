@@ -27,16 +27,16 @@ from typing import Any
 import httpx
 import pytest
 
-from sandbox import platform as platform_module
+from sandbox.core.execution import RunRequest
+from sandbox.core.pool import Pool
 from sandbox.errors import InfrastructureError, NotFoundError, status_and_code
-from sandbox.evaluate import EvaluateRequest, Evaluator, parse_lines
-from sandbox.execution import RunRequest
-from sandbox.images import resolve_image
-from sandbox.judge import Judge, JudgeRequest, JudgeResult
+from sandbox.host.images import resolve_image
+from sandbox.judge.batches import EvaluateRequest, Evaluator, parse_lines
+from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult
 from sandbox.languages import LANGUAGES, Language
-from sandbox.platform import Platform, PlatformSettings
 from sandbox.policy import Policy
-from sandbox.pool import Pool
+from sandbox.service import platform as platform_module
+from sandbox.service.platform import Platform, PlatformSettings
 from tests.conftest import Service, judge_on, make_policy, metric
 
 pytestmark = pytest.mark.docker

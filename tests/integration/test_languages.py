@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sandbox.judge import JudgeRequest
+from sandbox.judge.judge import JudgeRequest
 from sandbox.languages import LANGUAGES
 
 pytestmark = pytest.mark.docker

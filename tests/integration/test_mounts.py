@@ -24,18 +24,17 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.engine import RUNTIME_RUNSC, RUNTIME_RUNSC_NET, SANDBOX_RUNTIMES
+from sandbox.core.execution import BASE_ENV, exec_limits
+from sandbox.core.pool import Pool
 from sandbox.errors import PolicyError
-from sandbox.execution import BASE_ENV, exec_limits
+from sandbox.host.engine import RUNTIME_RUNSC, RUNTIME_RUNSC_NET, SANDBOX_RUNTIMES
 from sandbox.policy import (
-    DEFAULT_GID,
-    DEFAULT_UID,
     MOUNT_ALLOWLIST_ENV,
     Policy,
     load_policy,
     parse_policy,
 )
-from sandbox.pool import Pool
+from sandbox.policy.limits import DEFAULT_GID, DEFAULT_UID
 from sandbox.results import ExecResult, ExecStatus
 from tests.conftest import make_policy
 

@@ -21,15 +21,15 @@ import psutil
 import pytest
 
 from sandbox.backends.docker import LABEL_OWNER, LABEL_POLICY, DockerBackend
+from sandbox.core.execution import BASE_ENV, ExecutionService, RunRequest, exec_limits
+from sandbox.core.pool import GroupStatus, Pool
 from sandbox.errors import (
     CapacityError,
     ContainerLostError,
     InfrastructureError,
     status_and_code,
 )
-from sandbox.execution import BASE_ENV, ExecutionService, RunRequest, exec_limits
 from sandbox.policy import Policy
-from sandbox.pool import GroupStatus, Pool
 from sandbox.results import ExecResult, ExecStatus
 from tests.conftest import make_policy
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from sandbox.cli import main
-from sandbox.platform import Platform
 from sandbox.quality import CheckSettings, ItemResult, QualityReport, run_check
 from sandbox.quality.probes import PROBE_NAMES
 from sandbox.quality.progress import QualityProgress
+from sandbox.service.platform import Platform
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "data" / "quality"

@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from sandbox.core.execution import BASE_ENV, ExecutionService, RunRequest, exec_limits
+from sandbox.core.pool import Pool
 from sandbox.errors import InvalidRequestError, LimitError, NotFoundError
-from sandbox.execution import BASE_ENV, ExecutionService, RunRequest, exec_limits
 from sandbox.policy import LimitOverrides, Policy
-from sandbox.pool import Pool
 from sandbox.results import ExecLimits, ExecResult, ExecStatus
 from tests.conftest import make_policy
 

@@ -28,10 +28,10 @@ import httpx
 import psutil
 import pytest
 
-from sandbox import reaper
 from sandbox.backends.docker import LABEL_MANAGED, LABEL_OWNER, owner_label
-from sandbox.images import resolve_image
-from sandbox.pool import DEFAULT_MAX_WAITERS
+from sandbox.core.pool import DEFAULT_MAX_WAITERS
+from sandbox.host import reaper
+from sandbox.host.images import resolve_image
 from tests.conftest import Service
 
 pytestmark = pytest.mark.docker
@@ -245,11 +245,11 @@ def force_remove_owned(client: docker.DockerClient, pid: int) -> None:
 
 
 def reaper_of(pid: int) -> psutil.Process:
-    """The watchdog (``python -m sandbox.reaper OWNER SETTLE``) a service started for itself."""
+    """The watchdog (``python -m sandbox.host.reaper OWNER SETTLE``) a service started."""
     found = []
     for child in psutil.Process(pid).children():
         with contextlib.suppress(psutil.NoSuchProcess):  # another child, gone meanwhile
-            if child.cmdline()[1:3] == ["-m", "sandbox.reaper"]:
+            if child.cmdline()[1:3] == ["-m", "sandbox.host.reaper"]:
                 found.append(child)
     (watchdog,) = found
     return watchdog

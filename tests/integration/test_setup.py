@@ -24,8 +24,9 @@ import docker
 import psutil
 import pytest
 
-from sandbox import engine
-from sandbox.engine import (
+from sandbox.errors import EngineError
+from sandbox.host import engine
+from sandbox.host.engine import (
     DAEMON_JSON,
     ENGINE_PACKAGES,
     RUNSC_PATH,
@@ -36,9 +37,8 @@ from sandbox.engine import (
     install_missing_packages,
     missing_packages,
 )
-from sandbox.errors import EngineError
-from sandbox.images import resolve_image
-from sandbox.launcher import SANDBOX_BIN
+from sandbox.host.images import resolve_image
+from sandbox.host.launcher import SANDBOX_BIN
 
 docker_mark = pytest.mark.docker
 

@@ -16,7 +16,7 @@ import pytest
 from sandbox.evals import NullAgent, OracleAgent, Task, load_tasks, run_eval
 from sandbox.evals.agents import Agent
 from sandbox.evals.runner import RunSummary
-from sandbox.platform import Platform
+from sandbox.service.platform import Platform
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.docker

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from sandbox.errors import InfrastructureError
-from sandbox.launcher import free_port
+from sandbox.host.launcher import free_port
 from sandbox.rl.config import SandboxConfig, TrainConfig
 from sandbox.rl.grpo import masked_group_advantages
 from sandbox.rl.model import Rollout

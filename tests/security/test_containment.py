@@ -31,9 +31,9 @@ from sandbox.backends.docker import (
     DockerBackend,
     host_pids_limit,
 )
-from sandbox.execution import BASE_ENV, ExecutionService, RunRequest, exec_limits
+from sandbox.core.execution import BASE_ENV, ExecutionService, RunRequest, exec_limits
+from sandbox.core.pool import Pool
 from sandbox.policy import Policy
-from sandbox.pool import Pool
 from sandbox.results import ExecLimits, ExecResult, ExecStatus
 from tests.conftest import make_policy
 

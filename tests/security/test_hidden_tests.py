@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from sandbox.evals import ReplayAgent, load_tasks, run_eval
-from sandbox.platform import Platform
+from sandbox.service.platform import Platform
 
 pytestmark = pytest.mark.docker
 

@@ -46,9 +46,9 @@ from sandbox.backends.network import (
     ROLE_PROXY,
     SandboxNetwork,
 )
-from sandbox.execution import BASE_ENV, exec_limits
+from sandbox.core.execution import BASE_ENV, exec_limits
+from sandbox.core.pool import Pool
 from sandbox.policy import Policy
-from sandbox.pool import Pool
 from sandbox.results import ExecResult, ExecStatus
 from tests.conftest import make_policy
 

@@ -22,12 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
+from sandbox.core.execution import ExecutionService
+from sandbox.core.pool import Pool
 from sandbox.errors import InvalidRequestError
-from sandbox.execution import ExecutionService
-from sandbox.images import resolve_image
-from sandbox.judge import Judge, JudgeRequest, JudgeResult
+from sandbox.host.images import resolve_image
+from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult
 from sandbox.policy import Policy
-from sandbox.pool import Pool
 from tests.conftest import make_policy
 
 pytestmark = pytest.mark.docker

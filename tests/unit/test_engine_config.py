@@ -1,4 +1,4 @@
-"""Unit tests of sandbox.engine.merge_daemon_json: dockerd's config gains the gVisor runtimes.
+"""Unit tests of sandbox.host.engine.merge_daemon_json: dockerd's config gains the gVisor runtimes.
 
 Engine-free: every test works on a daemon.json in a temporary directory. (That
 the running engine lists the runtimes is checked in tests/integration/test_mounts.py.)
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.engine import RUNSC_PATH, SANDBOX_RUNTIMES, merge_daemon_json
 from sandbox.errors import EngineError
+from sandbox.host.engine import RUNSC_PATH, SANDBOX_RUNTIMES, merge_daemon_json
 
 RUNSC = {"path": RUNSC_PATH, "runtimeArgs": ["--network=none"]}
 RUNSC_NET = {"path": RUNSC_PATH}
@@ -110,7 +110,7 @@ def test_a_differently_configured_runsc_is_left_alone(
     path = tmp_path / "daemon.json"
     theirs = {"path": "/opt/gvisor/runsc", "runtimeArgs": ["--debug"]}
     path.write_text(json.dumps({"runtimes": {"runsc": theirs}}), encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="sandbox.engine"):
+    with caplog.at_level(logging.WARNING, logger="sandbox.host.engine"):
         assert merge_daemon_json(path=path, progress=lambda _: None) is True
     assert load(path) == {"runtimes": {"runsc": theirs, "runsc-net": RUNSC_NET}}
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -127,7 +127,7 @@ def test_conflicting_runtimes_only_leave_the_file_untouched(
     )
     path.write_text(text, encoding="utf-8")
     said: list[str] = []
-    with caplog.at_level(logging.WARNING, logger="sandbox.engine"):
+    with caplog.at_level(logging.WARNING, logger="sandbox.host.engine"):
         assert merge_daemon_json(path=path, progress=said.append) is False
     assert path.read_text(encoding="utf-8") == text
     assert said == []

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import images
 from sandbox.errors import InvalidRequestError, NotFoundError
+from sandbox.host import images
 
 REAL_ROOT = images.repo_root()
 

@@ -12,7 +12,6 @@ from typing import Any, get_args, get_origin
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from sandbox import policy as policy_mod
 from sandbox.errors import LimitError, PolicyError
 from sandbox.policy import (
     MOUNT_ALLOWLIST_ENV,
@@ -27,6 +26,8 @@ from sandbox.policy import (
     load_policy_dir,
     parse_policy,
 )
+from sandbox.policy import limits as policy_mod
+from sandbox.policy import model as policy_model
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "policies"
@@ -828,8 +829,10 @@ def test_models_are_frozen() -> None:
 def _models() -> list[type[BaseModel]]:
     return [
         v
-        for v in vars(policy_mod).values()
-        if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == policy_mod.__name__
+        for v in vars(policy_model).values()
+        if isinstance(v, type)
+        and issubclass(v, BaseModel)
+        and v.__module__ == policy_model.__name__
     ]
 
 

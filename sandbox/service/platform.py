@@ -19,23 +19,28 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import reaper
-from .audit import AuditLog
-from .backends.docker import DockerBackend
-from .errors import InfrastructureError, NotFoundError
-from .evaluate import Evaluator
-from .execution import ExecutionService
-from .images import resolve_image
-from .judge import Judge
-from .languages import LANGUAGES
-from .policy import Policy, load_policy_dir
-from .pool import DEFAULT_LEASE_TIMEOUT_S, DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY, Pool
-from .sessions import SessionManager
-from .tenants import Keyring
+from sandbox.backends.docker import DockerBackend
+from sandbox.core.execution import ExecutionService
+from sandbox.core.pool import (
+    DEFAULT_LEASE_TIMEOUT_S,
+    DEFAULT_MAX_WAITERS,
+    DEFAULT_START_CONCURRENCY,
+    Pool,
+)
+from sandbox.core.sessions import SessionManager
+from sandbox.errors import InfrastructureError, NotFoundError
+from sandbox.host import reaper
+from sandbox.host.images import repo_root, resolve_image
+from sandbox.judge.batches import Evaluator
+from sandbox.judge.judge import Judge
+from sandbox.languages import LANGUAGES
+from sandbox.policy import Policy, load_policy_dir
+from sandbox.service.tenants import Keyring
+from sandbox.telemetry.audit import AuditLog
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_POLICIES_DIR = Path(__file__).resolve().parent.parent / "policies"
+DEFAULT_POLICIES_DIR = repo_root() / "policies"
 STATE_DIR_ENV = "SANDBOX_STATE_DIR"
 
 

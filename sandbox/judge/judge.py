@@ -31,8 +31,8 @@ report with ``"complete": true`` (or matching outputs), never the candidate's ex
 status or what it printed. An infrastructure failure gives reward ``None`` and
 ``error_class: "infra"``, never 0.
 
-The request and result models are in :mod:`sandbox.judge_models`; the parsers of
-test runners' reports in :mod:`sandbox.report_parsers`.
+The request and result models are in :mod:`sandbox.judge.models`; the parsers of
+test runners' reports in :mod:`sandbox.judge.report_parsers`.
 """
 
 from __future__ import annotations
@@ -44,11 +44,8 @@ import re
 import time
 from typing import Any
 
-from . import metrics
-from .audit import code_hash
-from .backends.base import WORKDIR, Sandbox
-from .errors import InfrastructureError, InvalidRequestError, SandboxTimeoutError
-from .execution import (
+from sandbox.backends.base import HARNESS_DIR, JUDGE_DIR, WORKDIR, Sandbox
+from sandbox.core.execution import (
     BASE_ENV,
     ExecutionService,
     build,
@@ -57,7 +54,8 @@ from .execution import (
     exec_limits,
     sandbox_env,
 )
-from .judge_models import (
+from sandbox.errors import InfrastructureError, InvalidRequestError, SandboxTimeoutError
+from sandbox.judge.models import (
     MESSAGE_CHARS,
     AssertTests,
     CommandTests,
@@ -70,16 +68,16 @@ from .judge_models import (
     TestResult,
     TestVerdict,
 )
-from .languages import Language, get_language
-from .policy import Policy
-from .report_parsers import MAX_REPORT_BYTES, parse_report
-from .results import ExecLimits, ExecResult, ExecStatus
-from .runner.harness import wire
+from sandbox.judge.report_parsers import MAX_REPORT_BYTES, parse_report
+from sandbox.languages import Language, get_language
+from sandbox.policy import Policy
+from sandbox.results import ExecLimits, ExecResult, ExecStatus
+from sandbox.runner.harness import wire
+from sandbox.telemetry import metrics
+from sandbox.telemetry.audit import code_hash
 
 logger = logging.getLogger(__name__)
 
-HARNESS_DIR = "/opt/sandbox/runner/harness"
-JUDGE_DIR = "/judge"
 CANDIDATE_FILE = "solution.py"
 DEFAULT_TEST_TIMEOUT_S = 5.0
 LOAD_TIMEOUT_S = 10.0

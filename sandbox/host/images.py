@@ -42,8 +42,8 @@ import docker
 import requests
 from docker.errors import DockerException, ImageNotFound
 
-from sandbox.engine import docker_client, install_missing_packages
 from sandbox.errors import EngineError, InfrastructureError, InvalidRequestError, NotFoundError
+from sandbox.host.engine import docker_client, install_missing_packages
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ _IMAGE_ENV = (
 
 def repo_root() -> Path:
     """The checkout this package runs from (it is installed editable)."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def images_dir() -> Path:

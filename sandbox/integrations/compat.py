@@ -32,9 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import CapacityError, InfrastructureError, InvalidRequestError
-from .evaluate import DEFAULT_CONCURRENCY
-from .execution import (
+from sandbox.core.execution import (
     MAX_ARGS,
     MAX_CODE_BYTES,
     MAX_FETCH,
@@ -42,9 +40,12 @@ from .execution import (
     ExecutionService,
     RunRequest,
 )
-from .judge import Judge, JudgeRequest, JudgeResult, unjudged
-from .policy import MIN_MEMORY_MB, MIN_TIME_S, LimitOverrides
-from .results import ExecResult, ExecStatus
+from sandbox.errors import CapacityError, InfrastructureError, InvalidRequestError
+from sandbox.judge.batches import DEFAULT_CONCURRENCY
+from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
+from sandbox.policy import LimitOverrides
+from sandbox.policy.limits import MIN_MEMORY_MB, MIN_TIME_S
+from sandbox.results import ExecResult, ExecStatus
 
 INFRA_RETRIES = 2
 RETRY_DELAY_S = 1.0

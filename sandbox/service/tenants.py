@@ -37,12 +37,7 @@ from typing import Annotated
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import (
-    AuthenticationError,
-    ForbiddenError,
-    PolicyError,
-    QuotaError,
-)
+from sandbox.errors import AuthenticationError, ForbiddenError, PolicyError, QuotaError
 
 KEYS_FILE_ENV = "SANDBOX_API_KEYS_FILE"
 KEYS_ENV = "SANDBOX_API_KEYS"

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .execution import MAX_CODE_BYTES
-from .policy import LimitOverrides
+from sandbox.core.execution import MAX_CODE_BYTES
+from sandbox.policy import LimitOverrides
 
 MAX_CASES = 10_000
 MAX_TEST_FILES = 64

@@ -9,20 +9,20 @@ from collections.abc import Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import metrics
-from .audit import AuditLog, code_hash
-from .backends.base import WORKDIR, Sandbox
-from .errors import (
+from sandbox.backends.base import WORKDIR, Sandbox
+from sandbox.core.pool import Pool
+from sandbox.errors import (
     InfrastructureError,
     InvalidRequestError,
     NotFoundError,
     PayloadTooLargeError,
     SandboxTimeoutError,
 )
-from .languages import Language, get_language
-from .policy import LimitOverrides, Policy, Resources, effective_limits
-from .pool import Pool
-from .results import ExecLimits, ExecResult, ExecStatus
+from sandbox.languages import Language, get_language
+from sandbox.policy import LimitOverrides, Policy, Resources, effective_limits
+from sandbox.results import ExecLimits, ExecResult, ExecStatus
+from sandbox.telemetry import metrics
+from sandbox.telemetry.audit import AuditLog, code_hash
 
 logger = logging.getLogger(__name__)
 

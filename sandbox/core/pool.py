@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .backends.base import Backend, Sandbox
-from .errors import (
+from sandbox.backends.base import Backend, Sandbox
+from sandbox.errors import (
     CapacityError,
     InfrastructureError,
     InvalidRequestError,
@@ -33,7 +33,7 @@ from .errors import (
     NotFoundError,
     SandboxError,
 )
-from .policy import Policy
+from sandbox.policy import Policy
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from typing import Any
 
-from .judge_models import MAX_CASES, MESSAGE_CHARS, TestResult, TestVerdict
+from sandbox.judge.models import MAX_CASES, MESSAGE_CHARS, TestResult, TestVerdict
 
 MAX_REPORT_BYTES = 4 << 20
 MAX_LINE_CHARS = 4096

@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import CapacityError, InvalidRequestError, SandboxError, status_and_code
-from .judge import Judge, JudgeRequest, JudgeResult, unjudged
+from sandbox.errors import CapacityError, InvalidRequestError, SandboxError, status_and_code
+from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
 
 MAX_ITEMS = 10_000
 DEADLINE = "deadline_exceeded"

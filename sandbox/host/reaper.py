@@ -7,7 +7,7 @@ to exit, removes whatever still carries the service's owner label, and exits.
 A create the service had already sent when it died may land in the engine
 after that sweep, so a second sweep follows ``settle_s`` later.
 
-    python3 -m sandbox.reaper OWNER_LABEL [SETTLE_S]
+    python3 -m sandbox.host.reaper OWNER_LABEL [SETTLE_S]
 
 It prints one line per container or network it removed, and ``swept`` after
 each sweep (the service discards this output; tests read it).
@@ -36,7 +36,7 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     """Start the watchdog for the service process named by ``owner`` (an owner label)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "sandbox.reaper", owner, str(settle_s)],
+        [sys.executable, "-m", "sandbox.host.reaper", owner, str(settle_s)],
         stdin=subprocess.DEVNULL,
         stdout=stdout,
         stderr=subprocess.DEVNULL,
@@ -49,7 +49,7 @@ def sweep(client: docker.DockerClient, owner: str) -> list[str]:
     """Remove every container, then every network, labelled with ``owner``; their ids."""
     import docker.errors
 
-    from .backends.docker import LABEL_OWNER
+    from sandbox.host.labels import LABEL_OWNER
 
     removed = []
     mine: dict[str, str | list[str] | bool] = {"label": f"{LABEL_OWNER}={owner}"}
@@ -93,7 +93,7 @@ def _sweep_retrying(owner: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .backends.docker import owner_alive
+    from sandbox.host.labels import owner_alive
 
     args = sys.argv[1:] if argv is None else argv
     owner = args[0]

@@ -29,10 +29,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .audit import code_hash
-from .backends.base import WORKDIR
-from .errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
-from .execution import (
+from sandbox.backends.base import HARNESS_DIR, JUDGE_DIR, WORKDIR
+from sandbox.core.execution import (
     BASE_ENV,
     ExecutionService,
     check_relative_path,
@@ -40,10 +38,12 @@ from .execution import (
     exec_limits,
     sandbox_env,
 )
-from .judge import HARNESS_DIR, JUDGE_DIR
-from .policy import MAX_TIME_S, MIN_TIME_S, LimitOverrides, Policy
-from .pool import Lease
-from .results import ExecLimits, ExecResult, ExecStatus
+from sandbox.core.pool import Lease
+from sandbox.errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
+from sandbox.policy import LimitOverrides, Policy
+from sandbox.policy.limits import MAX_TIME_S, MIN_TIME_S
+from sandbox.results import ExecLimits, ExecResult, ExecStatus
+from sandbox.telemetry.audit import code_hash
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,6 @@
+"""The core of one host: the pool of warm containers, executions, and agent sessions.
+
+:mod:`.pool` leases containers per (image, policy, tenant); :mod:`.execution` runs one
+program in a leased container; :mod:`.sessions` holds long-lived agent sessions (files,
+commands, snapshots, hidden tests at the end). Below: ``backends``; above: ``judge``.
+"""
