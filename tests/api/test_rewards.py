@@ -29,10 +29,10 @@ import httpx
 import pytest
 import yaml
 
-from sandbox import rewards
 from sandbox.client import AsyncSandboxClient
 from sandbox.errors import AuthenticationError, InfrastructureError
 from sandbox.host.labels import LABEL_OWNER, LABEL_POLICY
+from sandbox.integrations import rewards
 from sandbox.rewards import compute_score, trl_reward
 from sandbox.service.tenants import hash_key, new_key
 from tests.conftest import Service, free_port, metric
