@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.backends.base import HARNESS_DIR, JUDGE_DIR, WORKDIR
+from sandbox.core.argv import path_arg
 from sandbox.core.execution import (
     BASE_ENV,
     ExecutionService,
@@ -280,9 +281,10 @@ class SessionManager:
         return result.files[relative]
 
     async def list_dir(self, session_id: str, path: str, *, tenant: str) -> list[DirEntry]:
-        """The entries of a directory, as the sandbox user sees them."""
+        """The entries of a directory as the sandbox user sees them (relative: to /workspace)."""
         session = self.get(session_id, tenant=tenant)
-        argv = ["find", path, "-mindepth", "1", "-maxdepth", "1", "-printf", "%y %s %P\\0"]
+        start = path_arg(path)
+        argv = ["find", start, "-mindepth", "1", "-maxdepth", "1", "-printf", "%y %s %P\\0"]
         result = await self._run(session, argv)
         if result.status is not ExecStatus.OK:
             raise NotFoundError(f"{path}: {result.stderr.decode(errors='replace').strip()}")
