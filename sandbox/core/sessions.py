@@ -78,6 +78,7 @@ MAX_SESSIONS_PER_TENANT = 64
 MAX_SNAPSHOT_BYTES = 64 << 20
 MAX_SNAPSHOTS_BYTES = 1 << 30
 REAP_INTERVAL_S = 5.0
+LISTING = "%y %s %P\\0"  # find's -printf: kind, size, name; NUL-separated
 SNAPSHOT_COMMAND = ["tar", "-C", WORKDIR, "-cf", "-", "."]
 RESTORE_COMMAND = ["tar", "-C", WORKDIR, "-xf", "-", "--no-same-permissions"]
 
@@ -283,8 +284,7 @@ class SessionManager:
     async def list_dir(self, session_id: str, path: str, *, tenant: str) -> list[DirEntry]:
         """The entries of a directory as the sandbox user sees them (relative: to /workspace)."""
         session = self.get(session_id, tenant=tenant)
-        start = path_arg(path)
-        argv = ["find", start, "-mindepth", "1", "-maxdepth", "1", "-printf", "%y %s %P\\0"]
+        argv = ["find", path_arg(path), "-mindepth", "1", "-maxdepth", "1", "-printf", LISTING]
         result = await self._run(session, argv)
         if result.status is not ExecStatus.OK:
             raise NotFoundError(f"{path}: {result.stderr.decode(errors='replace').strip()}")
