@@ -5,7 +5,10 @@ it is closed or has been idle for its policy's ``pool.session_idle_ttl_s``.
 Commands run one at a time; background processes a command starts live on
 between commands (until the session ends). Files are written as the sandbox
 user and read back as bytes with links refused, only below ``/workspace`` and
-``/tmp``.
+``/tmp``, while the background processes run on (the runner's no-follow walk is
+what makes that safe). What the sandbox user may not do (a file it cannot write, a
+directory it cannot enter) is the client's :class:`InvalidRequestError`, and the
+session goes on.
 
 A snapshot is the workspace as a tar archive, made and unpacked inside the
 sandbox by the unprivileged user (the host never extracts it); a new session
