@@ -30,7 +30,7 @@ import docker
 import docker.errors
 from docker.types import LogConfig, Mount, Ulimit
 
-from ..errors import ContainerLostError, EngineError, NotFoundError
+from ..errors import ContainerLostError, EngineError, InvalidRequestError, NotFoundError
 from ..host.labels import (
     LABEL_MANAGED,
     LABEL_OWNER,
@@ -363,6 +363,8 @@ def _result_from_reply(reply: dict[str, Any], argv: Sequence[str]) -> ExecResult
             raise NotFoundError(
                 f"{argv[0]!r} is not installed in this sandbox image: {failure.get('error')}"
             )
+        if failure.get("kind") == "refused":  # the request's cwd, a file, the program
+            raise InvalidRequestError(str(failure.get("error")).removeprefix("RequestRefused: "))
         raise ContainerLostError(f"could not start {argv[0]!r}: {failure.get('error')}")
     files: dict[str, bytes] = {}
     file_errors: dict[str, str] = {}

@@ -5,7 +5,10 @@ it is closed or has been idle for its policy's ``pool.session_idle_ttl_s``.
 Commands run one at a time; background processes a command starts live on
 between commands (until the session ends). Files are written as the sandbox
 user and read back as bytes with links refused, only below ``/workspace`` and
-``/tmp``.
+``/tmp``, while the background processes run on (the runner's no-follow walk is
+what makes that safe). What the sandbox user may not do (a file it cannot write, a
+directory it cannot enter) is the client's :class:`InvalidRequestError`, and the
+session goes on.
 
 A snapshot is the workspace as a tar archive, made and unpacked inside the
 sandbox by the unprivileged user (the host never extracts it); a new session
@@ -30,6 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.backends.base import HARNESS_DIR, JUDGE_DIR, WORKDIR
+from sandbox.core.argv import path_arg
 from sandbox.core.execution import (
     BASE_ENV,
     ExecutionService,
@@ -77,6 +81,7 @@ MAX_SESSIONS_PER_TENANT = 64
 MAX_SNAPSHOT_BYTES = 64 << 20
 MAX_SNAPSHOTS_BYTES = 1 << 30
 REAP_INTERVAL_S = 5.0
+LISTING = "%y %s %P\\0"  # find's -printf: kind, size, name; NUL-separated
 SNAPSHOT_COMMAND = ["tar", "-C", WORKDIR, "-cf", "-", "."]
 RESTORE_COMMAND = ["tar", "-C", WORKDIR, "-xf", "-", "--no-same-permissions"]
 
@@ -280,9 +285,9 @@ class SessionManager:
         return result.files[relative]
 
     async def list_dir(self, session_id: str, path: str, *, tenant: str) -> list[DirEntry]:
-        """The entries of a directory, as the sandbox user sees them."""
+        """The entries of a directory as the sandbox user sees them (relative: to /workspace)."""
         session = self.get(session_id, tenant=tenant)
-        argv = ["find", path, "-mindepth", "1", "-maxdepth", "1", "-printf", "%y %s %P\\0"]
+        argv = ["find", path_arg(path), "-mindepth", "1", "-maxdepth", "1", "-printf", LISTING]
         result = await self._run(session, argv)
         if result.status is not ExecStatus.OK:
             raise NotFoundError(f"{path}: {result.stderr.decode(errors='replace').strip()}")

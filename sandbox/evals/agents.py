@@ -46,6 +46,7 @@ from typing import IO, Any, Final, TypeVar
 import httpx
 
 from sandbox.backends.base import WORKDIR
+from sandbox.core.argv import shell_command
 from sandbox.core.sessions import Command, SessionManager
 from sandbox.errors import (
     InfrastructureError,
@@ -690,17 +691,13 @@ class OracleAgent(Agent):
             await tools.write_files(files)
             executable = sorted(p for p in task.solution_executable if p in files)
             if executable:
-                await tools.shell("chmod +x -- " + " ".join(_quote(p) for p in executable))
+                await tools.shell(shell_command("chmod", "+x", paths=executable))
         script = task.solve_script
         if script is not None:
             observation = await tools.shell(script.decode("utf-8", errors="replace"))
             if not observation.startswith("exit_code: 0\n"):
                 logger.warning("oracle: solve.sh of %s did not exit 0", task.id)
         tools.done("reference solution applied")
-
-
-def _quote(path: str) -> str:
-    return "'" + path.replace("'", "'\\''") + "'"
 
 
 def read_actions(path: Path) -> list[tuple[str, dict[str, Any]]]:

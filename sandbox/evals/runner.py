@@ -51,6 +51,7 @@ from typing import IO, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from sandbox.core.argv import shell_command
 from sandbox.core.sessions import Command, SessionManager, SessionSpec
 from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
 from sandbox.policy import Policy
@@ -364,10 +365,6 @@ def _files_base64(files: Mapping[str, bytes]) -> dict[str, str]:
     return {path: base64.b64encode(data).decode("ascii") for path, data in files.items()}
 
 
-def _quote(path: str) -> str:
-    return "'" + path.replace("'", "'\\''") + "'"
-
-
 async def _run_trial(env: _Trial, task: Task, epoch: int) -> dict[str, Any]:
     config = task.config
     trajectory_path = env.run.trajectory_path(task.id, epoch)
@@ -467,7 +464,7 @@ async def _trial_body(
         )
         record["_session"] = session.id
         if task.executable:
-            chmod = "chmod +x -- " + " ".join(_quote(p) for p in sorted(task.executable))
+            chmod = shell_command("chmod", "+x", paths=sorted(task.executable))
             await sessions.exec(session.id, Command(command=chmod), tenant=tenant)
         if config.setup:
             result = await sessions.exec(session.id, Command(command=config.setup), tenant=tenant)

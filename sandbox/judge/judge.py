@@ -45,6 +45,7 @@ import time
 from typing import Any
 
 from sandbox.backends.base import HARNESS_DIR, JUDGE_DIR, WORKDIR, Sandbox
+from sandbox.core.argv import path_arg
 from sandbox.core.execution import (
     BASE_ENV,
     ExecutionService,
@@ -626,7 +627,7 @@ class Judge:
         timeout = min(tests.timeout_s or limits.wall_s, limits.wall_s)
         argv = _argv(tests.command)
         if tests.report_path is not None:  # whatever is there was not written by this run
-            argv = ["bash", "-c", 'rm -f -- "$0" && exec "$@"', tests.report_path, *argv]
+            argv = ["bash", "-c", 'rm -f -- "$0" && exec "$@"', path_arg(tests.report_path), *argv]
         peer: dict[str, Any] | None = None
         if isolated:
             judge_env["RUN_CANDIDATE"] = RUN_CANDIDATE

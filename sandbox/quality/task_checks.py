@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
 
+from sandbox.core.argv import shell_command
 from sandbox.core.sessions import SessionManager
 from sandbox.evals.agents import Agent, OracleAgent, Tools, TrialContext
 from sandbox.evals.runner import RunSummary, run_eval
@@ -108,9 +109,9 @@ class PlanAgent(Agent):
             if action.kind == "write":
                 await tools.write_files(dict(action.files))
             elif action.kind == "chmod":
-                await tools.shell("chmod +x -- " + " ".join(_quote(p) for p in action.paths))
+                await tools.shell(shell_command("chmod", "+x", paths=action.paths))
             elif action.kind == "delete":
-                await tools.shell("rm -rf -- " + " ".join(_quote(p) for p in action.paths))
+                await tools.shell(shell_command("rm", "-rf", paths=action.paths))
             else:
                 await tools.shell(action.command)
         tools.done("quality plan applied")
@@ -138,10 +139,6 @@ class _KeepOpen:
 
     def done(self, message: str = "") -> str:
         return "done"
-
-
-def _quote(path: str) -> str:
-    return "'" + path.replace("'", "'\\''") + "'"
 
 
 def _parse_listing(observation: str, known: Mapping[str, bytes]) -> list[AnswerFile]:

@@ -190,10 +190,16 @@ def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
         seccomp.install()
     # The judge's files (hidden tests) are its own; the candidate's are readable as usual.
     os.umask(0o077 if spec.role == JUDGE else 0o022)
-    os.chdir(spec.cwd)
+    try:
+        os.chdir(spec.cwd)
+    except OSError as exc:
+        raise _refused("cannot enter the working directory", spec.cwd, exc) from exc
     for entry in spec.files:
         data = base64.b64decode(entry["data"])
-        write_file(entry["path"], data, int(entry.get("mode", 0o644)))
+        try:
+            write_file(entry["path"], data, int(entry.get("mode", 0o644)))
+        except OSError as exc:
+            raise _refused("cannot write the file", entry["path"], exc) from exc
     script = python_script(spec.argv, spec.env) if spec.python_fast_path else None
     if script is not None:
         os.close(status_fd)
@@ -204,7 +210,12 @@ def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
         )
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    _exec_search(spec.argv, spec.env)
+    try:
+        _exec_search(spec.argv, spec.env)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _refused("cannot run", spec.argv[0], exc) from exc
 
 
 def _is_harness(script: str) -> bool:
@@ -235,8 +246,24 @@ def _exec_search(argv: list[str], env: dict[str, str]) -> NoReturn:
     raise error
 
 
+class RequestRefused(Exception):
+    """The request asks for what its uid may not do (a working directory it cannot
+    enter, a file it cannot write, a program it cannot run): the caller's mistake,
+    reported as such, never a failure of the sandbox."""
+
+
+def _refused(what: str, path: str, exc: OSError) -> RequestRefused:
+    """``what path: why``, and where on the path it failed when that is elsewhere."""
+    where = f" at {exc.filename!r}" if exc.filename not in (None, "", path) else ""
+    return RequestRefused(f"{what} {path!r}: {exc.strerror or exc}{where}")
+
+
 def _report_setup_failure(status_fd: int, exc: BaseException) -> None:
-    kind = "not_found" if isinstance(exc, FileNotFoundError) else "setup"
+    kind = "setup"
+    if isinstance(exc, FileNotFoundError):
+        kind = "not_found"
+    elif isinstance(exc, RequestRefused):
+        kind = "refused"
     message = json.dumps({"kind": kind, "error": f"{type(exc).__name__}: {exc}"}).encode()
     with contextlib.suppress(OSError):
         os.write(status_fd, message[:4000])

@@ -357,7 +357,8 @@ def _fetch(paths: list[str], cwd: str) -> dict[str, Any]:
     """Read requested files back; symlinks anywhere on the path and non-files are refused.
 
     The runner reads them itself (root with DAC_OVERRIDE), walking directory
-    descriptors with O_NOFOLLOW, after every untrusted process was stopped.
+    descriptors with O_NOFOLLOW. In a session the background processes still run
+    meanwhile: the walk, not a stop, is what makes a swapped-in link harmless.
     """
     return {path: _read_regular_file(cwd, path) for path in paths}
 
@@ -370,7 +371,9 @@ def _read_regular_file(cwd: str, path: str) -> dict[str, Any]:
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if not parts or ".." in parts or path.startswith("/"):
         return {"error": "invalid path"}
-    flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    # O_PATH: gVisor follows a symlink opened O_RDONLY | O_DIRECTORY | O_NOFOLLOW (Linux
+    # refuses it); with O_PATH both refuse it, and a path descriptor serves as dir_fd.
+    flags_dir = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
         fd = os.open(cwd, flags_dir)
     except OSError as exc:
