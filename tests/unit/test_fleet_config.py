@@ -108,8 +108,13 @@ def test_the_hardened_yaml_loader_refuses_tags(tmp_path: Path) -> None:
 
 
 def test_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(PolicyError, match="cannot read"):
+    with pytest.raises(PolicyError, match="no such file"):
         load_fleet_config(tmp_path / "absent.yaml")
+
+
+def test_a_file_too_large_is_refused(tmp_path: Path) -> None:
+    error = refusal(tmp_path, "# " + "x" * 70_000 + "\nplacement: {k: 3}\n")
+    assert "at most 65536 bytes" in error.reason
 
 
 def test_class_defaults_per_kind_of_request() -> None:

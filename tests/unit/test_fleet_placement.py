@@ -99,3 +99,8 @@ def test_ineligible_samples_are_replaced_by_eligible_hosts() -> None:
     hosts = [host(f"down{i}", healthy=False) for i in range(97)]
     hosts += [host("a", busy=3), host("b", busy=1), host("c", busy=2)]
     assert picks(hosts) == {"b": 300}
+
+
+def test_near_saturation_the_one_host_with_room_is_found() -> None:
+    hosts = [host(f"full{i}", busy=8, queue_depth=2) for i in range(99)] + [host("free", busy=7)]
+    assert picks(hosts) == {"free": 300}
