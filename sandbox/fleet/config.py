@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from sandbox.errors import ForbiddenError, InvalidRequestError
 from sandbox.policy import KeyedValueError, config_error, load_yaml_mapping, read_config_file
+from sandbox.service.tenants import TenantName
 
 NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MAX_CLASSES: Final = 16
@@ -184,7 +185,9 @@ class FleetConfig(_Section):
     )
     default_class: DefaultClasses = DefaultClasses()
     tenant_defaults: TenantSettings = TenantSettings()
-    tenants: Mapping[Name, TenantSettings] = Field(default_factory=dict, max_length=MAX_TENANTS)
+    tenants: Mapping[TenantName, TenantSettings] = Field(
+        default_factory=dict, max_length=MAX_TENANTS
+    )
     queue: QueueSettings = QueueSettings()
     quotas: Quotas = Quotas()
     placement: PlacementSettings = PlacementSettings()

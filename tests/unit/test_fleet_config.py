@@ -102,6 +102,15 @@ def test_two_classes_with_one_weight(tmp_path: Path) -> None:
     assert error.key == "classes.slow.weight"
 
 
+def test_a_bad_tenant_name_and_an_empty_class_list(tmp_path: Path) -> None:
+    error = refusal(tmp_path, "tenants:\n  'team a': {weight: 1}\n")
+    assert error.key == "tenants.team a"
+    assert "rename it" in error.reason
+    error = refusal(tmp_path, "classes: {}\n")
+    assert error.key == "classes"
+    assert "at least 1" in error.reason
+
+
 def test_the_hardened_yaml_loader_refuses_tags(tmp_path: Path) -> None:
     error = refusal(tmp_path, "placement: {k: !!int 3}\n")
     assert "tags are refused" in error.reason
