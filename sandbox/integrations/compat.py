@@ -40,7 +40,7 @@ from sandbox.core.execution import (
     ExecutionService,
     RunRequest,
 )
-from sandbox.core.validation import dotted, lone_surrogate
+from sandbox.core.validation import RelativePath, dotted, lone_surrogate
 from sandbox.errors import CapacityError, InfrastructureError, InvalidRequestError
 from sandbox.judge.batches import DEFAULT_CONCURRENCY
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
@@ -69,8 +69,10 @@ class RunCodeRequest(BaseModel):
     memory_limit_MB: int = Field(
         default=-1, description=f"0 or less: the policy's; else at least {MIN_MEMORY_MB}"
     )
-    files: dict[str, str | None] = Field(default_factory=dict, description="path -> base64")
-    fetch_files: list[str] = Field(default_factory=list, max_length=MAX_FETCH)
+    files: dict[RelativePath, str | None] = Field(
+        default_factory=dict, description="path -> base64"
+    )
+    fetch_files: list[RelativePath] = Field(default_factory=list, max_length=MAX_FETCH)
     args: list[str] = Field(
         default_factory=list,
         max_length=MAX_ARGS,
