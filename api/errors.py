@@ -80,7 +80,12 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return _response(422, ErrorBody(code="invalid_request", message=message, detail=detail))
 
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+_HTTP_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+    422: "invalid_request",
+}
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:

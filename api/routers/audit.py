@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -12,8 +11,9 @@ from sandbox.telemetry.audit import AuditRecord
 
 from ..deps import PlatformDep, TenantDep
 from ..errors import error_responses
+from ..routing import TextJSONRoute
 
-router = APIRouter(prefix="/v1", tags=["audit"])
+router = APIRouter(prefix="/v1", tags=["audit"], route_class=TextJSONRoute)
 
 
 @router.get("/audit", response_model=list[AuditRecord], responses=error_responses(401, 403, 422))
@@ -30,5 +30,4 @@ async def audit(
     if of_tenant is not None and of_tenant != tenant.name and not tenant.config.admin:
         raise ForbiddenError("only an admin key may read another tenant's audit records")
     scope = of_tenant if tenant.config.admin else tenant.name
-    await asyncio.to_thread(platform.audit.flush)
     return platform.audit.query(tenant=scope, kind=kind, since=since, until=until, limit=limit)

@@ -35,9 +35,10 @@ from sandbox.telemetry import metrics
 
 from ..deps import PlatformDep, TenantDep, WorkingTenantDep
 from ..errors import ErrorBody, error_responses
+from ..routing import TextJSONRoute
 
 logger = logging.getLogger(__name__)
-router = APIRouter(tags=["compatibility"])
+router = APIRouter(tags=["compatibility"], route_class=TextJSONRoute)
 
 INFRA_RETRY_AFTER_S = 5.0
 

@@ -8,8 +8,9 @@ from pydantic import BaseModel
 from sandbox.telemetry import metrics
 
 from ..deps import PlatformDep
+from ..routing import TextJSONRoute
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=TextJSONRoute)
 
 
 class Health(BaseModel):

@@ -13,8 +13,9 @@ from sandbox.judge.judge import JudgeRequest, JudgeResult
 from ..deps import PlatformDep, TenantDep, WorkingTenantDep
 from ..errors import error_responses
 from ..responses import json_response
+from ..routing import TextJSONRoute
 
-router = APIRouter(prefix="/v1", tags=["judge"])
+router = APIRouter(prefix="/v1", tags=["judge"], route_class=TextJSONRoute)
 
 
 @router.post(

@@ -8,8 +8,9 @@ from sandbox.core.pool import PoolStatus
 
 from ..deps import PlatformDep, TenantDep
 from ..errors import error_responses
+from ..routing import TextJSONRoute
 
-router = APIRouter(prefix="/v1", tags=["pool"])
+router = APIRouter(prefix="/v1", tags=["pool"], route_class=TextJSONRoute)
 
 
 @router.get("/pool", response_model=PoolStatus, responses=error_responses(401))

@@ -10,8 +10,9 @@ from sandbox.results import RunResult
 from ..deps import PlatformDep, WorkingTenantDep
 from ..errors import error_responses
 from ..responses import json_response
+from ..routing import TextJSONRoute
 
-router = APIRouter(prefix="/v1", tags=["run"])
+router = APIRouter(prefix="/v1", tags=["run"], route_class=TextJSONRoute)
 
 
 @router.post(

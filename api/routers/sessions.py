@@ -9,20 +9,24 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.core.sessions import Command, DirEntry, SessionInfo, SessionSpec
+from sandbox.core.validation import FileMap, RelativePath
 from sandbox.results import RunResult
 
 from ..deps import PlatformDep, TenantDep, WorkingTenantDep
 from ..errors import error_responses
 from ..responses import json_response
+from ..routing import TextJSONRoute
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"], route_class=TextJSONRoute)
 
 
 class FilesBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    files: dict[str, str] = Field(default_factory=dict, description="path -> text")
-    files_base64: dict[str, str] = Field(default_factory=dict, description="path -> base64")
+    files: FileMap = Field(default_factory=dict, description="path -> text")
+    files_base64: dict[RelativePath, str] = Field(
+        default_factory=dict, description="path -> base64"
+    )
 
 
 class FileContent(BaseModel):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -11,11 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.backends.base import WORKDIR, Sandbox
 from sandbox.core.pool import Pool
+from sandbox.core.validation import FileMap, MiB, RelativePath, decode_files
 from sandbox.errors import (
     InfrastructureError,
     InvalidRequestError,
     NotFoundError,
-    PayloadTooLargeError,
     SandboxTimeoutError,
 )
 from sandbox.languages import Language, get_language
@@ -26,13 +25,8 @@ from sandbox.telemetry.audit import AuditLog, code_hash
 
 logger = logging.getLogger(__name__)
 
-MiB = 1 << 20
 MAX_CODE_BYTES = 4 * MiB
 MAX_STDIN_BYTES = 16 * MiB
-MAX_FILES = 256
-MAX_FILES_BYTES = 32 * MiB
-MAX_PATH_LEN = 1024
-MAX_PATH_PART_LEN = 255
 MAX_ARGS = 256
 MAX_FETCH = 64
 
@@ -54,10 +48,10 @@ class RunRequest(BaseModel):
     code: str = Field(max_length=MAX_CODE_BYTES)
     stdin: str = Field(default="", max_length=MAX_STDIN_BYTES)
     args: list[str] = Field(default_factory=list, max_length=MAX_ARGS)
-    files: dict[str, str] = Field(
+    files: FileMap = Field(
         default_factory=dict, description="Extra files for the working directory: path -> text."
     )
-    files_base64: dict[str, str] = Field(
+    files_base64: dict[RelativePath, str] = Field(
         default_factory=dict, description="Extra files as bytes: path -> base64."
     )
     env: dict[str, str] = Field(
@@ -65,42 +59,11 @@ class RunRequest(BaseModel):
     )
     policy: str = "default"
     limits: LimitOverrides | None = None
-    fetch_files: list[str] = Field(
+    fetch_files: list[RelativePath] = Field(
         default_factory=list,
         max_length=MAX_FETCH,
         description="Files to return after the run, relative to the working directory.",
     )
-
-
-def check_relative_path(path: str) -> str:
-    """Refuse paths that are absolute, climb with ``..``, contain NUL or are absurdly long."""
-    if not path or "\x00" in path or path.startswith("/") or len(path) > MAX_PATH_LEN:
-        raise InvalidRequestError(
-            f"file path {path[:80]!r} must be relative, non-empty, without NUL and at most "
-            f"{MAX_PATH_LEN} characters"
-        )
-    parts = path.split("/")
-    if any(part in ("", ".", "..") or len(part) > MAX_PATH_PART_LEN for part in parts):
-        raise InvalidRequestError(
-            f"file path {path[:80]!r} must not contain '..', '.', empty parts or parts longer "
-            f"than {MAX_PATH_PART_LEN} characters"
-        )
-    return path
-
-
-def decode_files(text: Mapping[str, str], encoded: Mapping[str, str]) -> dict[str, bytes]:
-    """Checked paths and contents from a request's text and base64 files (413 when too many)."""
-    if len(text) + len(encoded) > MAX_FILES:
-        raise PayloadTooLargeError(f"at most {MAX_FILES} files per request")
-    files = {check_relative_path(path): data.encode() for path, data in text.items()}
-    for path, data in encoded.items():
-        try:
-            files[check_relative_path(path)] = base64.b64decode(data, validate=True)
-        except ValueError:  # binascii.Error, or a character outside ASCII
-            raise InvalidRequestError(f"files_base64[{path!r}] is not base64") from None
-    if sum(len(data) for data in files.values()) > MAX_FILES_BYTES:
-        raise PayloadTooLargeError(f"files total more than {MAX_FILES_BYTES} bytes")
-    return files
 
 
 def exec_limits(policy: Policy, overrides: LimitOverrides | None) -> ExecLimits:
@@ -208,8 +171,6 @@ class ExecutionService:
         limits = exec_limits(policy, request.limits)
         env = {**sandbox_env(policy, request.env), **language.env}
         files = self._files(request, language.source_file)
-        for path in request.fetch_files:
-            check_relative_path(path)
         image = self.resolve_image(language.image)
         started = time.perf_counter()
         built: ExecResult | None = None

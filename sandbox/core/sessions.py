@@ -37,12 +37,11 @@ from sandbox.core.argv import path_arg
 from sandbox.core.execution import (
     BASE_ENV,
     ExecutionService,
-    check_relative_path,
-    decode_files,
     exec_limits,
     sandbox_env,
 )
 from sandbox.core.pool import Lease
+from sandbox.core.validation import FileMap, RelativePath, check_relative_path, decode_files
 from sandbox.errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
 from sandbox.policy import LimitOverrides, Policy
 from sandbox.policy.limits import MAX_TIME_S, MIN_TIME_S
@@ -93,8 +92,10 @@ class SessionSpec(BaseModel):
 
     image: Literal["python", "polyglot"] = "python"
     policy: str = "default"
-    files: dict[str, str] = Field(default_factory=dict, description="path -> text")
-    files_base64: dict[str, str] = Field(default_factory=dict, description="path -> base64")
+    files: FileMap = Field(default_factory=dict, description="path -> text")
+    files_base64: dict[RelativePath, str] = Field(
+        default_factory=dict, description="path -> base64"
+    )
     setup: str | None = Field(default=None, description="A shell command run once, first.")
     from_snapshot: str | None = Field(default=None, description="Start from this snapshot.")
 

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from sandbox.core.execution import MAX_FILES, MAX_FILES_BYTES, check_relative_path
+from sandbox.core.validation import MAX_FILES, MAX_FILES_BYTES, check_relative_path
 from sandbox.errors import InvalidRequestError
 
 __all__ = [

@@ -40,6 +40,7 @@ from sandbox.core.execution import (
     ExecutionService,
     RunRequest,
 )
+from sandbox.core.validation import RelativePath, dotted, lone_surrogate
 from sandbox.errors import CapacityError, InfrastructureError, InvalidRequestError
 from sandbox.judge.batches import DEFAULT_CONCURRENCY
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
@@ -68,8 +69,10 @@ class RunCodeRequest(BaseModel):
     memory_limit_MB: int = Field(
         default=-1, description=f"0 or less: the policy's; else at least {MIN_MEMORY_MB}"
     )
-    files: dict[str, str | None] = Field(default_factory=dict, description="path -> base64")
-    fetch_files: list[str] = Field(default_factory=list, max_length=MAX_FETCH)
+    files: dict[RelativePath, str | None] = Field(
+        default_factory=dict, description="path -> base64"
+    )
+    fetch_files: list[RelativePath] = Field(default_factory=list, max_length=MAX_FETCH)
     args: list[str] = Field(
         default_factory=list,
         max_length=MAX_ARGS,
@@ -223,14 +226,22 @@ def judge_request_from_label(label: Any, code: str, index: int) -> JudgeRequest:
     if isinstance(label, str):
         try:
             label = json.loads(label)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise InvalidRequestError(f"labels[{index}] is not JSON: {exc}") from None
     if not isinstance(label, dict):
         raise InvalidRequestError(f"labels[{index}] must be an object with 'tests'")
+    where = lone_surrogate(label)
+    if where is not None:
+        raise InvalidRequestError(
+            f"labels[{index}].{dotted(where)}: not valid UTF-8 text (a lone surrogate); send text"
+        )
     try:
         return JudgeRequest.model_validate({**label, "code": code})
     except ValidationError as exc:
-        raise InvalidRequestError(f"labels[{index}]: {exc.errors()[0]['msg']}") from None
+        error = exc.errors()[0]
+        raise InvalidRequestError(
+            f"labels[{index}].{dotted(error['loc'])}: {error['msg']}"
+        ) from None
 
 
 async def judge_with_retries(judge: Judge, request: JudgeRequest, *, tenant: str) -> JudgeResult:

@@ -2,8 +2,10 @@
 
 Every item is one :class:`~sandbox.judge.JudgeRequest` (all its tests in one
 leased container). Results come out as they finish, each tagged with its index.
-An item that runs past ``item_timeout_s``, or is still waiting when the batch's
-``deadline_s`` passes, gets reward ``None`` and ``error_class
+Every item gets exactly one line, whatever happens to another: an item that
+fails in a way nobody foresaw gets an ``internal_error`` line (and is counted
+in the summary's ``errors``). An item that runs past ``item_timeout_s``, or is
+still waiting when the batch's ``deadline_s`` passes, gets reward ``None`` and ``error_class
 "deadline_exceeded"``: never a 0 the code did not earn. A batch once accepted
 waits out a full pool (its items retry after the pool's ``Retry-After``)
 instead of failing items that merely found no room. An idempotency key makes
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import random
 import time
 from collections import OrderedDict
@@ -26,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.errors import CapacityError, InvalidRequestError, SandboxError, status_and_code
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
+
+logger = logging.getLogger(__name__)
 
 MAX_ITEMS = 10_000
 DEADLINE = "deadline_exceeded"
@@ -205,6 +210,10 @@ class Evaluator:
                 errors += 1
                 _, code = status_and_code(exc)
                 line.error = {"code": code, "message": str(exc)}
+            except Exception:  # a fault of ours: this item's line says so, the rest go on
+                logger.exception("batch item %d failed unexpectedly", index)
+                errors += 1
+                line.error = {"code": "internal_error", "message": "internal error; see the log"}
             finally:
                 self._in_flight -= 1
             empty = {name for name in ("result", "error") if getattr(line, name) is None}

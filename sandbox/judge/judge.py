@@ -50,7 +50,6 @@ from sandbox.core.execution import (
     BASE_ENV,
     ExecutionService,
     build,
-    check_relative_path,
     compile_timeout_note,
     exec_limits,
     sandbox_env,
@@ -330,9 +329,6 @@ class Judge:
             )
         if isinstance(request.tests, CommandTests):
             self._check_command_paths(request.tests, language)
-        if kind == "files":
-            for path in request.tests.files:  # type: ignore[union-attr]
-                check_relative_path(path)
         if isinstance(request.tests, FunctionTests):
             for case in request.tests.cases:
                 from_json(case.args)
@@ -348,27 +344,18 @@ class Judge:
 
     @staticmethod
     def _check_command_paths(tests: CommandTests, language: Language) -> None:
-        directories = {
-            "/".join(parts[:i])
-            for parts in (path.split("/") for path in tests.files)
-            for i in range(1, len(parts))
-        }
         for path in tests.files:
-            check_relative_path(path)
             if path == language.source_file or path.split("/")[0] == language.source_file:
                 raise InvalidRequestError(
                     f"test file {path!r} would replace the candidate's code "
                     f"({language.source_file!r} in {language.name}); rename it"
                 )
-            if path in directories:
-                raise InvalidRequestError(f"test file {path!r} is also a directory of another")
-        if tests.report_path is not None:
-            check_relative_path(tests.report_path)
-            if tests.report_path in tests.files or tests.report_path == language.source_file:
-                raise InvalidRequestError(
-                    f"report_path {tests.report_path!r} names a file given before the run; "
-                    "the report must be written by the command"
-                )
+        report = tests.report_path
+        if report is not None and (report in tests.files or report == language.source_file):
+            raise InvalidRequestError(
+                f"report_path {report!r} names a file given before the run; "
+                "the report must be written by the command"
+            )
 
     async def judge(self, request: JudgeRequest, *, tenant: str) -> JudgeResult:
         """Judge one submission; infrastructure failures come back as reward None."""

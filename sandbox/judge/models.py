@@ -10,16 +10,20 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from sandbox.core.execution import MAX_CODE_BYTES
+from sandbox.core.validation import FileMap, RelativePath, check_depth
 from sandbox.policy import LimitOverrides
+from sandbox.runner.harness.wire import MAX_DEPTH
 
 MAX_CASES = 10_000
 MAX_TEST_FILES = 64
 MAX_COMMAND_ARGS = 256
 MAX_COMMAND_CHARS = 64 * 1024
 MESSAGE_CHARS = 500  # a test's message, as reported
+# How deeply a function case's value may nest: well inside what the wire carries.
+MAX_VALUE_DEPTH = MAX_DEPTH // 2
 
 
 class TestVerdict(StrEnum):
@@ -76,6 +80,11 @@ class FunctionCase(_Wire):
     weight: float = Field(default=1.0, gt=0)
     name: str | None = None
 
+    @field_validator("args", "kwargs", "expected")
+    @classmethod
+    def _bounded(cls, value: Any, info: ValidationInfo) -> Any:
+        return check_depth(value, MAX_VALUE_DEPTH, info.field_name or "value")
+
 
 class FunctionTests(_Wire):
     kind: Literal["function"] = "function"
@@ -98,7 +107,7 @@ class AssertTests(_Wire):
 
 class FileTests(_Wire):
     kind: Literal["files"] = "files"
-    files: dict[str, str] = Field(min_length=1, max_length=MAX_TEST_FILES)
+    files: FileMap = Field(min_length=1, max_length=MAX_TEST_FILES)
     module: str = Field(default="solution", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -124,7 +133,7 @@ class CommandTests(_Wire):
     """Hidden test files and the command (any test runner) running them: ``Judge._command``."""
 
     kind: Literal["command"] = "command"
-    files: dict[str, str] = Field(min_length=1, max_length=MAX_TEST_FILES)
+    files: FileMap = Field(min_length=1, max_length=MAX_TEST_FILES)
     command: list[str] | str = Field(
         description="argv, or a string run with `bash -c`, in the directory holding the "
         "candidate's file and the test files."
@@ -132,7 +141,7 @@ class CommandTests(_Wire):
     report: Literal["junit", "go-json", "tap"] = Field(
         description="The report's format: JUnit XML, `go test -json` events, or TAP."
     )
-    report_path: str | None = Field(
+    report_path: RelativePath | None = Field(
         default=None,
         description="Where the command writes its report, relative to its directory; "
         "without it the report is the command's stdout.",

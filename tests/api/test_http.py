@@ -26,11 +26,10 @@ from sandbox.core.execution import (
     MAX_ARGS,
     MAX_CODE_BYTES,
     MAX_FETCH,
-    MAX_FILES,
-    MAX_FILES_BYTES,
     MAX_STDIN_BYTES,
 )
 from sandbox.core.pool import PoolStatus
+from sandbox.core.validation import MAX_FILES, MAX_FILES_BYTES
 from sandbox.policy import load_policy
 from sandbox.results import RunResult
 from tests.conftest import REPO, Service, metric, one_container_service
