@@ -156,3 +156,61 @@ async def test_function_cases_after_an_exit_fail(judge: Judge) -> None:
     result = await judged(judge, code, tests, reward="fraction")
     assert result.reward == 0.5 and result.error_class == "runtime_error", result
 
+
+# ---------------------------------------------------------------- 2. star imports of the candidate
+
+STAR_TESTS = """\
+import math
+from solution import *
+
+
+def test_root():
+    assert isqrt(16) == math.isqrt(16)
+
+
+def test_sorted():
+    assert sorted(roots([16, 9])) == [3, 4]
+"""
+ROOTS = "def roots(xs):\n    return [isqrt(x) for x in xs]\n"
+STAR_HONEST = {
+    "no __all__": f"import math\n\n\ndef isqrt(n):\n    return math.isqrt(n)\n\n\n{ROOTS}",
+    "__all__": "import math\n\n__all__ = ['isqrt', 'roots']\n\n\ndef isqrt(n):\n"
+    f"    return math.isqrt(n)\n\n\n{ROOTS}",
+}
+SHADOWS = """\
+__all__ = ["isqrt", "roots", "math", "sorted"]
+
+
+class _Anything:
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: 7
+
+
+math = _Anything()
+
+
+def isqrt(n):
+    return 7
+
+
+def roots(xs):
+    return [0]
+
+
+def sorted(xs):
+    return [3, 4]
+"""
+
+
+@pytest.mark.parametrize("honest", sorted(STAR_HONEST))
+async def test_an_honest_star_import_gets_the_candidates_names(judge: Judge, honest: str) -> None:
+    tests = {"kind": "files", "files": {"test_roots.py": STAR_TESTS}}
+    result = await judged(judge, STAR_HONEST[honest], tests)
+    assert result.reward == 1.0 and result.passed == 2, result
+
+
+async def test_a_star_import_cannot_shadow_the_tests_names(judge: Judge) -> None:
+    tests = {"kind": "files", "files": {"test_roots.py": STAR_TESTS}}
+    result = await judged(judge, SHADOWS, tests, reward="fraction")
+    assert result.reward == 0.0 and result.error_class == "wrong_answer", result
+    assert [t.verdict.value for t in result.tests] == ["wrong_answer", "wrong_answer"], result

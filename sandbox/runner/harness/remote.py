@@ -179,6 +179,21 @@ class Connection:
     def attribute(self, name: str) -> Any:
         return self.request({"op": "get", "target": {"name": name}})
 
+    def public_names(self) -> list[str]:
+        """The candidate's own public names: those not starting with ``_``, and of those only
+        the ones its ``__all__`` lists if it has one; never a module it imported."""
+        names = [
+            name
+            for name, spec in self.names.items()
+            if name.isidentifier() and not name.startswith("_") and spec.get("kind") != "module"
+        ]
+        try:
+            listed = self.attribute("__all__")
+        except AttributeError:
+            return names
+        chosen = {n for n in listed if type(n) is str} if type(listed) in (list, tuple) else set()
+        return [name for name in names if name in chosen]
+
     def module(self, name: str) -> types.ModuleType:
         """A module whose attributes are fetched from the candidate on first use."""
         module = types.ModuleType(name)
