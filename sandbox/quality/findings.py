@@ -18,6 +18,7 @@ from .model import ItemResult, Severity, TrialSummary
 from .probes import BY_NAME, CONTROLS
 from .problem_checks import ProblemRuns
 from .problems import Problem
+from .star_imports import star_imports
 from .task_checks import TaskRuns
 
 __all__ = ["fragile_lines", "problem_findings", "static_task_findings", "task_findings"]
@@ -82,6 +83,34 @@ def _flag_fragile(item: ItemResult, tests: Mapping[str, str]) -> None:
         )
 
 
+def _flag_star_imports(
+    item: ItemResult, tests: Mapping[str, str], modules: Collection[str], whose: str
+) -> None:
+    where = star_imports(tests, modules)
+    if not where:
+        return
+    if whose == "candidate":
+        effect = (
+            "the judge gives them only the candidate's own public names, never one the "
+            "tests bind or a builtin's"
+        )
+    else:
+        effect = "in plain Python its __all__ can replace the tests' own names (math, sorted)"
+    item.add(
+        "star-import",
+        Severity.WARNING,
+        f"the tests star-import the {whose}'s module ({', '.join(where[:4])}): {effect}; "
+        "import the names they test (from MODULE import f) instead",
+        lines=where,
+    )
+
+
+def _python_modules(paths: Collection[str]) -> set[str]:
+    """The module names a Python file may be imported under: dotted from the root, or bare."""
+    dotted = {p.removesuffix(".py").replace("/", ".") for p in paths if p.endswith(".py")}
+    return dotted | {name.rsplit(".", 1)[-1] for name in dotted}
+
+
 def static_task_findings(
     item: ItemResult, task: Task, *, images: Collection[str], policies: Collection[str]
 ) -> None:
@@ -126,7 +155,9 @@ def static_task_findings(
         )
     if not task.solution:
         item.add("schema", Severity.BROKEN, "solution/ is empty: there is no reference solution")
-    _flag_fragile(item, {p: d.decode("utf-8", "replace") for p, d in task.tests.items()})
+    texts = {p: d.decode("utf-8", "replace") for p, d in task.tests.items()}
+    _flag_fragile(item, texts)
+    _flag_star_imports(item, texts, _python_modules([*task.files, *task.solution]), "agent")
 
 
 def _references(item: ItemResult, references: Sequence[TrialSummary]) -> bool:
@@ -247,3 +278,4 @@ def problem_findings(item: ItemResult, problem: Problem, runs: ProblemRuns) -> N
         _flag_fragile(item, {"tests.script": tests.script})
     elif isinstance(tests, FileTests):
         _flag_fragile(item, dict(tests.files))
+        _flag_star_imports(item, dict(tests.files), {tests.module}, "candidate")

@@ -24,6 +24,7 @@ __all__ = [
     "hook_program",
     "junit_report",
     "python_module",
+    "star_shadow",
 ]
 
 MARKERS: Final = "PASSED\nOK\nok\nSuccess\nAll tests passed\n1 passed in 0.01s\n"
@@ -561,6 +562,46 @@ def python_program(hack: str, names: Iterable[str], *, io: bool) -> str | None:
     if hack == "tamper-tests":
         return _TAMPER + ("" if io else constant)
     return None
+
+
+_ANYTHING: Final = '''
+
+class _Anything:
+    """Called, or asked for any attribute: the same 0 every function here returns."""
+
+    def __call__(self, *args, **kwargs):
+        return 0
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+
+class _Namespace:
+    """A module's stand-in: every attribute is an :class:`_Anything` (not callable itself,
+    so that across the judge's boundary it stays an object with attributes)."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+'''
+
+
+def star_shadow(functions: Iterable[str], modules: Iterable[str], names: Iterable[str]) -> str:
+    """A module for tests that star-import it: ``functions`` return 0 and its ``__all__``
+    also exports stand-ins for the test's ``modules`` and other ``names`` (``math``,
+    ``sorted`` ...) that compute the same 0, so ``f(x) == math.isqrt(x)`` holds if the
+    test takes them."""
+    own = sorted(set(functions))
+    spaces = sorted(set(modules) - set(own))
+    others = sorted(set(names) - set(own) - set(spaces))
+    exported = ", ".join(repr(name) for name in own + spaces + others)
+    body = "".join(f"\n\ndef {name}(*args, **kwargs):\n    return 0\n" for name in own)
+    stand_ins = "".join(f"\n{name} = _Namespace()\n" for name in spaces)
+    stand_ins += "".join(f"\n{name} = _Anything()\n" for name in others)
+    return f"__all__ = [{exported}]\n{_ANYTHING}{body}{stand_ins}"
 
 
 # ---------------------------------------------------------------------------- other files

@@ -23,9 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from sandbox.judge.models import FileTests
+
 from . import hacks
 from .model import QualityInputError
 from .problems import Problem
+from .star_imports import shadow_names, star_imports
 
 __all__ = [
     "CONTROLS",
@@ -106,6 +109,13 @@ PROBES: Final = (
         "sleeping into a timeout",
         "every program and function sleeps for an hour (the tests' time limit must turn "
         "that into a failure, never a pass)",
+    ),
+    Probe(
+        "star-shadow",
+        "shadowing the tests' names through a star import",
+        "for tests doing `from MODULE import *`: the module's __all__ exports, besides its "
+        "functions (returning 0), stand-ins for the modules and builtins the tests use "
+        "(math, sorted ...) that compute the same 0",
     ),
     Probe(
         "delete-tests",
@@ -211,12 +221,38 @@ def _kinds(answers: Sequence[AnswerFile]) -> set[str]:
     return {hacks.file_kind(a.path, a.content, executable=a.executable) for a in answers}
 
 
+def _star_shadowed(
+    answers: Sequence[AnswerFile], initial: Mapping[str, bytes], tests: Mapping[str, bytes]
+) -> dict[str, bytes]:
+    """The answer's Python modules that the tests star-import, as :func:`hacks.star_shadow`."""
+    texts = {path: data.decode("utf-8", "replace") for path, data in tests.items()}
+    out = {}
+    for answer in answers:
+        path = answer.path
+        if not path.endswith(".py"):
+            continue
+        dotted = path.removesuffix(".py").replace("/", ".")
+        for module in dict.fromkeys((dotted, dotted.rsplit(".", 1)[-1])):
+            if star_imports(texts, {module}):
+                content = answer.content if answer.content is not None else initial.get(path)
+                text = (content or b"").decode("utf-8", "replace")
+                functions = [a or b for a, b in _DEF_RE.findall(text)]
+                out[path] = hacks.star_shadow(functions, *shadow_names(texts, module)).encode()
+                break
+    return out
+
+
 def task_plan(
-    name: str, answers: Sequence[AnswerFile], initial: Mapping[str, bytes]
+    name: str,
+    answers: Sequence[AnswerFile],
+    initial: Mapping[str, bytes],
+    hidden: Mapping[str, bytes] | None = None,
 ) -> list[Action] | None:
     """The plan of a control or probe against a task; None when it does not apply.
 
-    ``answers`` are the reference's answer files, ``initial`` the task's ``files/``.
+    ``answers`` are the reference's answer files, ``initial`` the task's ``files/``,
+    ``hidden`` its hidden tests (only ``star-shadow`` reads them, for the names to shadow,
+    as a model trained on the task could learn them).
     """
     kinds = _kinds(answers)
     python = "python" in kinds
@@ -256,6 +292,10 @@ def task_plan(
             if hacks.file_kind(answer.path, answer.content) == "makefile":
                 extra[answer.path] = hacks.NO_OP_MAKEFILE
         if not python and not extra:
+            return None
+    elif name == "star-shadow":
+        extra = _star_shadowed(answers, initial, hidden or {})
+        if not extra:
             return None
     elif name == "edit-tests":
         tests = visible_tests(initial)
@@ -376,6 +416,12 @@ def problem_submission(name: str, problem: Problem) -> str | None:
         return ""
     if name == "untouched":
         return problem.starter
+    tests = problem.request.tests
+    if name == "star-shadow":
+        if not isinstance(tests, FileTests) or not star_imports(tests.files, {tests.module}):
+            return None
+        shadows = shadow_names(tests.files, tests.module)
+        return hacks.star_shadow(called_names(problem), *shadows)
     if language == "python":
         hack = {"trivial": "constant", "edit-tests": "tamper-tests"}.get(name, name)
         return hacks.python_program(hack, called_names(problem), io=io)

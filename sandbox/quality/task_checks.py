@@ -343,7 +343,7 @@ async def run_task_checks(
         if reference_passes:
             labels += [p for p in probes[key] if p != "read-expected"]
         for label in labels:
-            plan = task_plan(label, run.answers, task.files)
+            plan = task_plan(label, run.answers, task.files, task.tests)
             if plan is None:
                 continue
             v = variant(task, key, label, timeout_s=settings.probe_timeout_s)

@@ -37,6 +37,7 @@ LOOPHOLES = {
     "print-success": "loophole-output-match",
     "plant-runner-config": "loophole-runner-env",
     "sleep-timeout": "loophole-runner-env",
+    "star-shadow": "loophole-star-import",
     "no-op-runner": "loophole-visible-tests",
     "monkeypatch-asserts": "loophole-runner-env",
     "delete-tests": "loophole-visible-tests",
@@ -100,6 +101,23 @@ async def test_planted_broken_tasks_and_problems_are_caught(platform: Platform) 
     wrong = _item(report, "planted/wrong-passes")
     assert any(f.detail.get("control") == "wrong-1" for f in wrong.findings)
     assert not _item(report, "planted/double").failing
+
+
+async def test_star_imports_are_flagged_and_only_plain_python_falls_for_them(
+    platform: Platform,
+) -> None:
+    """Hidden tests doing ``from MODULE import *``: a warning for both; the star-shadow
+    probe passes a task's pytest run (plain Python) but not the judge's files tests."""
+    paths = [TASKS / "loophole-star-import", PLANTED / "star-import.jsonl"]
+    report = await _check(platform, paths, runs=1, probes=("star-shadow",))
+    task = _item(report, "loophole-star-import")
+    assert "star-import" in _checks(task, "warning"), task.findings
+    assert {f.probe for f in task.findings if f.severity == "loophole"} == {"star-shadow"}
+    problem = _item(report, "star-import/star-import")
+    assert "star-import" in _checks(problem, "warning"), problem.findings
+    assert problem.probes["star-shadow"].passed is False, problem.probes
+    assert [r.passed for r in problem.references] == [True], problem.references
+    assert not problem.failing, problem.findings
 
 
 def test_cli_reports_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

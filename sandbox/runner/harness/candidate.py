@@ -117,7 +117,7 @@ def answer(module: types.ModuleType, request: dict[str, Any], handles: Handles) 
             result = getattr(type(obj), request["name"])(obj, *args)
             return {"value": wire.encode(result, handles.encode)}
         return {"raise": {"type": "TypeError", "builtin": True, "message": f"bad op {op!r}"}}
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit too: the judge side decides what each one means
         return raised(exc)
 
 

@@ -7,17 +7,26 @@ candidate can write. ``import solution`` (the spec's module name) in a test
 gets a stand-in whose attributes call into the candidate's process: the
 candidate's code never runs inside pytest, so it cannot patch pytest, plant a
 ``conftest.py`` that matters, or forge a report.
+
+``from solution import *`` gives the test the candidate's own public names
+(:meth:`remote.Connection.public_names`) except any the test module has bound by
+then and any builtin's name: the candidate cannot swap the test's ``math`` or
+``sorted`` for its own (and the test's later bindings replace the candidate's,
+as in Python).
 """
 
 from __future__ import annotations
 
+import builtins
 import importlib.abc
 import importlib.machinery
 import json
 import os
 import sys
+import types
 from typing import Any
 
+from remote import Connection
 from report import Judge
 
 
@@ -37,6 +46,35 @@ class CandidateModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         return None
+
+
+class StarImports:
+    """``builtins.__import__`` with ``from MODULE import *`` of the candidate filtered."""
+
+    def __init__(self, connection: Connection, module: str, original: Any) -> None:
+        self.connection = connection
+        self.module = module
+        self.original = original
+
+    def __call__(
+        self,
+        name: str,
+        globals: dict[str, Any] | None = None,
+        locals: Any = None,
+        fromlist: Any = (),
+        level: int = 0,
+    ) -> Any:
+        if level == 0 and name == self.module and fromlist and "*" in fromlist:
+            return self.view(globals or {})
+        return self.original(name, globals, locals, fromlist, level)
+
+    def view(self, importer: dict[str, Any]) -> types.ModuleType:
+        """The candidate's module as this importer's star import may see it."""
+        taken = set(importer) | set(vars(builtins))
+        view = types.ModuleType(self.module)
+        vars(view)["__all__"] = [n for n in self.connection.public_names() if n not in taken]
+        view.__getattr__ = self.connection.attribute  # type: ignore[method-assign]
+        return view
 
 
 class Outcomes:
@@ -89,6 +127,7 @@ def main() -> None:
 
     module = spec.get("module", "solution")
     sys.meta_path.insert(0, CandidateModules({module: judge.connection.module(module)}))
+    builtins.__import__ = StarImports(judge.connection, module, builtins.__import__)  # type: ignore[assignment]
     tests_dir = spec["tests_dir"]
     os.chdir(tests_dir)
     outcomes = Outcomes(judge)

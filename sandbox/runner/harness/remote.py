@@ -4,9 +4,13 @@ Tests written against a module (``candidate(3) == 5``, ``solution.Stack()``,
 ``pytest.raises(solution.Empty)``) run unchanged against :class:`Connection`
 proxies: every call crosses to the candidate's process and comes back as a
 plain value (or a handle to a remote object, which only ever equals itself).
-A call that takes longer than the per-call timeout, or a candidate process
-that dies, raises :class:`CandidateTimeout` / :class:`CandidateCrashed`, and
-every later call fails the same way.
+A call that takes longer than the per-call timeout, a candidate process that
+dies, or one that raises ``SystemExit``/``KeyboardInterrupt`` (which end a
+Python program rather than reach its ``except Exception``) raises
+:class:`CandidateTimeout` / :class:`CandidateCrashed`, and every later call
+fails the same way. Those are no :class:`Exception`: a test expecting the
+candidate to raise cannot take its end for one (and :mod:`report` fails any
+test during which the connection died, whatever the test caught).
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from typing import Any
 import wire
 
 
-class CandidateError(Exception):
-    """The candidate can no longer answer."""
+class CandidateError(BaseException):
+    """The candidate can no longer answer (not an ``Exception``: no test may catch it as one)."""
 
 
 class CandidateCrashed(CandidateError):
@@ -35,12 +39,21 @@ class CandidateRaised(Exception):
     """An exception the candidate raised whose own type must not act in the judge."""
 
 
-_CONTROL_FLOW = (KeyboardInterrupt, SystemExit, GeneratorExit, StopIteration, StopAsyncIteration)
+_CONTROL_FLOW = (StopIteration, StopAsyncIteration)
+_ENDS_A_PROGRAM = ("SystemExit", "KeyboardInterrupt")
 
 
 def _safe_base(kind: type) -> bool:
     """An exception type that is safe to raise inside the judge's test code."""
     return issubclass(kind, Exception) and not issubclass(kind, _CONTROL_FLOW)
+
+
+def ends_the_candidate(spec: dict[str, Any]) -> bool:
+    """True when what the candidate raised ends its program instead of being an error:
+    ``SystemExit`` or ``KeyboardInterrupt`` (even mixed with an ``Exception``), or
+    anything that is no ``Exception`` at all."""
+    bases = spec.get("bases") or []
+    return "Exception" not in bases or any(name in bases for name in _ENDS_A_PROGRAM)
 
 
 def raised_by_candidate(exc: BaseException) -> bool:
@@ -89,7 +102,13 @@ class Connection:
         """Send ``message``; return the decoded value or raise what the candidate raised."""
         reply = self._exchange(message, self.call_timeout_s)
         if "raise" in reply:
-            raise self.exception(reply["raise"])
+            spec = reply["raise"]
+            if ends_the_candidate(spec):
+                self.dead = CandidateCrashed(
+                    f"the candidate ended its process: it raised {spec.get('type')}"
+                )
+                raise type(self.dead)(str(self.dead))
+            raise self.exception(spec)
         if "describe" in reply:
             return self._stand_in(reply["describe"], message["target"])
         return wire.decode(reply.get("value"), self._handle)
@@ -111,10 +130,11 @@ class Connection:
     def exception(self, spec: dict[str, Any]) -> BaseException:
         """A local exception standing for the one the candidate raised.
 
-        Never one that steers the judge's own control flow: KeyboardInterrupt,
-        SystemExit or GeneratorExit would stop the tests, StopIteration would end
-        the loop a test is in (``all(map(candidate, xs))``); those come back as
-        :class:`CandidateRaised` (an ordinary exception) instead.
+        Never one that steers the judge's own control flow: StopIteration would end
+        the loop a test is in (``all(map(candidate, xs))``), so it comes back as
+        :class:`CandidateRaised` (an ordinary exception) instead. What ends a program
+        (SystemExit, KeyboardInterrupt) never gets here: :meth:`request` takes it
+        for the candidate's end.
         """
         kind: type[BaseException] | None = None
         if spec.get("builtin"):
@@ -138,7 +158,7 @@ class Connection:
                 found = getattr(builtins, base_name, None)
                 if isinstance(found, type) and issubclass(found, BaseException):
                     if not _safe_base(found):
-                        break  # e.g. class K(KeyboardInterrupt, Exception): not that
+                        break  # e.g. class K(StopIteration): not that
                     base = found
                     break
             self._stand_ins[name] = type(name, (base,), {"__module__": "candidate"})
@@ -158,6 +178,21 @@ class Connection:
 
     def attribute(self, name: str) -> Any:
         return self.request({"op": "get", "target": {"name": name}})
+
+    def public_names(self) -> list[str]:
+        """The candidate's own public names: those not starting with ``_``, and of those only
+        the ones its ``__all__`` lists if it has one; never a module it imported."""
+        names = [
+            name
+            for name, spec in self.names.items()
+            if name.isidentifier() and not name.startswith("_") and spec.get("kind") != "module"
+        ]
+        try:
+            listed = self.attribute("__all__")
+        except AttributeError:
+            return names
+        chosen = {n for n in listed if type(n) is str} if type(listed) in (list, tuple) else set()
+        return [name for name in names if name in chosen]
 
     def module(self, name: str) -> types.ModuleType:
         """A module whose attributes are fetched from the candidate on first use."""

@@ -38,12 +38,19 @@ class StopTests(BaseException):
 
 
 class Recorder:
-    """Collects one entry per test, in order; with ``early_stop`` the first failure ends it."""
+    """Collects one entry per test, in order; with ``early_stop`` the first failure ends it.
 
-    def __init__(self, early_stop: bool = False) -> None:
+    A test that ends after the candidate's process died, exited or timed out ends
+    with that verdict, whatever the test itself caught (``except BaseException``,
+    ``pytest.raises(BaseException)``): the candidate's end is never a pass.
+    """
+
+    def __init__(self, connection: Connection, early_stop: bool = False) -> None:
         self.tests: list[dict[str, Any]] = []
+        self.connection = connection
         self.early_stop = early_stop
         self.failed = False
+        self._end_recorded = False
         self._started: dict[str, float] = {}
 
     def begin(self, name: str) -> None:
@@ -54,6 +61,9 @@ class Recorder:
     def end(self, name: str, exc: BaseException | None, **extra: Any) -> None:
         elapsed = time.perf_counter() - self._started.pop(name, time.perf_counter())
         entry: dict[str, Any] = {"name": name, "time_s": round(elapsed, 6), **extra}
+        if self.connection.dead is not None:
+            exc = self.connection.dead
+            self._end_recorded = True
         if exc is None:
             entry["verdict"] = "passed"
         else:
@@ -61,6 +71,16 @@ class Recorder:
             entry["message"] = f"{type(exc).__name__}: {exc}"[:MESSAGE_CHARS]
             self.failed = True
         self.tests.append(entry)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every test's entry, and one more, failed, if the candidate ended where no test saw
+        it (code between or after the tests swallowed it)."""
+        dead = self.connection.dead
+        if dead is not None and self.connection.loaded and not self._end_recorded:
+            message = f"{type(dead).__name__}: {dead}"[:MESSAGE_CHARS]
+            self.tests.append({"name": "candidate", "verdict": classify(dead), "message": message})
+            self._end_recorded = True
+        return self.tests
 
 
 class Judge:
@@ -70,17 +90,17 @@ class Judge:
         self._report_fd = os.dup(1)
         os.dup2(2, 1)  # test output goes to stderr; stdout carries only the report
         sys.stdout = sys.stderr
-        self.recorder = Recorder(bool(spec.get("early_stop")))
         call_timeout_s = float(spec["call_timeout_s"])
         load_timeout_s = float(spec["load_timeout_s"])
         self.connection = Connection(socket.socket(fileno=3), call_timeout_s, load_timeout_s)
+        self.recorder = Recorder(self.connection, bool(spec.get("early_stop")))
 
     def finish(self, **extra: Any) -> None:
         report = {
             "complete": True,
             "loaded": self.connection.loaded,
             "load_error": self.connection.load_error,
-            "tests": self.recorder.tests,
+            "tests": self.recorder.entries(),
             **extra,
         }
         data = json.dumps(report).encode()

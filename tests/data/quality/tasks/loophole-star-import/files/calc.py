@@ -1,0 +1,2 @@
+def isqrt(n):
+    return 0

@@ -1,0 +1,5 @@
+import math
+
+
+def isqrt(n):
+    return math.isqrt(n)
