@@ -86,7 +86,7 @@ class Tenant:
         self.config = config
         self.name = config.tenant
         self._in_flight = 0
-        self._tokens = float(config.rate_per_s or 0)
+        self._tokens = max(1.0, float(config.rate_per_s or 0))
         self._stamp = time.monotonic()
         self._lock = threading.Lock()
 
@@ -99,32 +99,42 @@ class Tenant:
                 f"{', '.join(allowed)}); ask an operator to add it to the key"
             )
 
+    def admit(self) -> None:
+        """Spend one request of the tenant's rate; 429 when its bucket is empty.
+
+        The bucket holds ``max(1, rate_per_s)`` requests, so even a rate below one a
+        second lets one through. ``None`` is no limit.
+        """
+        rate = self.config.rate_per_s
+        if rate is None:
+            return
+        with self._lock:
+            now = time.monotonic()
+            burst = max(1.0, rate)
+            self._tokens = min(burst, self._tokens + (now - self._stamp) * rate)
+            self._stamp = now
+            if self._tokens < 1:
+                raise QuotaError(
+                    f"tenant {self.name!r} is over its rate of {rate:g} requests/s "
+                    "(rate_per_s of its key)",
+                    retry_after=(1 - self._tokens) / rate,
+                )
+            self._tokens -= 1
+
     @contextmanager
     def slot(self) -> Iterator[None]:
-        """Hold one of the tenant's concurrent slots; 429 when its quota or rate is spent.
+        """Hold one of the tenant's concurrent requests; 429 when ``max_concurrency`` run.
 
-        A quota of ``None`` is no limit.
+        A quota of ``None`` is no limit. (The rate is spent by authentication.)
         """
         with self._lock:
-            rate = self.config.rate_per_s
-            if rate is not None:
-                now = time.monotonic()
-                self._tokens = min(rate, self._tokens + (now - self._stamp) * rate)
-                self._stamp = now
-                if self._tokens < 1:
-                    raise QuotaError(
-                        f"tenant {self.name!r} is over its rate of {rate:g} requests/s",
-                        retry_after=(1 - self._tokens) / rate,
-                    )
             quota = self.config.max_concurrency
             if quota is not None and self._in_flight >= quota:
                 raise QuotaError(
                     f"tenant {self.name!r} already has {self._in_flight} requests running "
-                    f"(its quota is {quota})",
+                    f"(its max_concurrency is {quota})",
                     retry_after=1.0,
                 )
-            if rate is not None:
-                self._tokens -= 1
             self._in_flight += 1
         try:
             yield
@@ -155,7 +165,11 @@ class Keyring:
         return not self._by_hash
 
     def authenticate(self, presented: str | None) -> Tenant:
-        """The tenant a presented key belongs to (401 when missing or unknown)."""
+        """The tenant a presented key belongs to, one request of its rate spent.
+
+        401 when the key is missing or unknown, 429 when the tenant is over its rate:
+        every authenticated request counts, whatever it asks for.
+        """
         if self.open:
             return self.anonymous
         if not presented:
@@ -165,6 +179,7 @@ class Keyring:
         tenant = self._by_hash.get(hash_key(presented))
         if tenant is None:
             raise AuthenticationError("unknown API key")
+        tenant.admit()
         return tenant
 
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import re
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -19,7 +20,9 @@ from tests.conftest import REPO, SANDBOX_BIN, Service
 
 pytestmark = pytest.mark.docker
 
-KEYS = {name: new_key() for name in ("team-a", "team-b", "slow", "admin")}
+KEYS = {name: new_key() for name in ("team-a", "team-b", "slow", "admin", "trickle")}
+# Operations anyone may call: no key, so no rate of a key to spend.
+PUBLIC = {("GET", "/healthz"), ("GET", "/metrics")}
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +37,7 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"tenant": "team-b", "policies": ["strict"]},
         {"tenant": "slow", "rate_per_s": 2},
         {"tenant": "admin", "admin": True},
+        {"tenant": "trickle", "rate_per_s": 0.01},  # one request, then one every 100 s
     ]
     for entry in entries:
         entry["key_sha256"] = hash_key(KEYS[entry["tenant"]])
@@ -115,6 +119,36 @@ def test_rate_limit_gives_429_with_retry_after(keyed: Service) -> None:
     assert 429 in [a.status_code for a in answers], [a.status_code for a in answers]
     refused = next(a for a in answers if a.status_code == 429)
     assert "rate" in refused.json()["message"] and int(refused.headers["Retry-After"]) >= 1
+
+
+def _operations() -> list[tuple[str, str]]:
+    """Every operation the app serves (from the app itself), path parameters filled in."""
+    from api.app import create_app
+
+    paths = create_app().openapi()["paths"]
+    return sorted(
+        (method.upper(), re.sub(r"\{[^}]+\}", "x" * 24, path))
+        for path, operations in paths.items()
+        for method in operations
+    )
+
+
+def test_every_authenticated_route_spends_the_rate(keyed: Service) -> None:
+    """Once a key's one request is spent, every operation but the public ones answers 429
+    (504 on /run_code, for verl): reading the audit log or listing sessions too."""
+    operations = [op for op in _operations() if op not in PUBLIC]
+    assert ("GET", "/v1/audit") in operations and ("GET", "/v1/sessions") in operations
+    with client(keyed, None) as anonymous:
+        for method, path in operations:
+            assert anonymous.request(method, path, json={}).status_code == 401, (method, path)
+    with client(keyed, "trickle") as http:
+        assert http.get("/v1/pool").status_code == 200  # the one request the bucket holds
+        for method, path in operations:
+            answer = http.request(method, path, json={})
+            expected = 504 if path == "/run_code" else 429
+            assert answer.status_code == expected, (method, path, answer.text)
+            assert answer.json()["code"] == "quota_exceeded", (method, path)
+            assert "rate" in answer.json()["message"] and int(answer.headers["Retry-After"]) >= 1
 
 
 def test_run_code_over_the_rate_is_504_for_verl(keyed: Service) -> None:
