@@ -23,6 +23,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -73,7 +74,6 @@ PYTEST_ARGV = [
     "no:cacheprovider",
     JUDGE_TESTS,
 ]
-MAX_SESSIONS_PER_TENANT = 64
 MAX_SNAPSHOT_BYTES = 64 << 20
 MAX_SNAPSHOTS_BYTES = 1 << 30
 REAP_INTERVAL_S = 5.0
@@ -182,6 +182,7 @@ class SessionManager:
     def __init__(self, execution: ExecutionService) -> None:
         self.execution = execution
         self._sessions: dict[str, Session] = {}
+        self._opening: Counter[str] = Counter()  # sessions waiting for their sandbox
         self._snapshots: dict[str, _Snapshot] = {}
         self._reaper: asyncio.Task[None] | None = None
 
@@ -195,13 +196,13 @@ class SessionManager:
         policy = self.execution.policy(snapshot.policy if snapshot else spec.policy)
         image_name = snapshot.image if snapshot else spec.image
         image = self.execution.resolve_image(image_name)
-        mine = sum(1 for s in self._sessions.values() if s.tenant == tenant)
-        if mine >= MAX_SESSIONS_PER_TENANT:
-            raise QuotaError(
-                f"tenant {tenant!r} already has {mine} sessions open; close some", retry_after=5
-            )
         files = self.files(spec.files, spec.files_base64)
-        lease = await self.execution.pool.checkout(image, policy, tenant)
+        self._check_session_quota(tenant)
+        self._opening[tenant] += 1
+        try:
+            lease = await self.execution.pool.checkout(image, policy, tenant)
+        finally:
+            self._opening[tenant] -= 1
         session = Session(secrets.token_urlsafe(18), tenant, policy, image_name, lease)
         self._sessions[session.id] = session
         try:
@@ -220,6 +221,18 @@ class SessionManager:
             await self.close(session.id, tenant=tenant)
             raise
         return session
+
+    def _check_session_quota(self, tenant: str) -> None:
+        """:class:`QuotaError` if ``tenant`` has its ``max_sessions`` open (its sandboxes
+        count against its ``max_concurrency`` in the pool as well)."""
+        limit = self.execution.pool.quotas(tenant).max_sessions
+        mine = len(self.sessions_of(tenant)) + self._opening[tenant]
+        if limit is not None and mine >= limit:
+            raise QuotaError(
+                f"tenant {tenant!r} already has {mine} sessions open and its max_sessions is "
+                f"{limit}; close one (DELETE /v1/sessions/{{id}})",
+                retry_after=5,
+            )
 
     def get(self, session_id: str, *, tenant: str) -> Session:
         session = self._sessions.get(session_id)

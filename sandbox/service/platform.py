@@ -116,6 +116,7 @@ class Platform:
             max_waiters=self.settings.max_waiters,
             start_concurrency=self.settings.start_concurrency,
             lease_timeout_s=self.settings.lease_timeout_s,
+            quotas=self.keyring.quotas,
         )
         self.audit = AuditLog(self.settings.audit_path)
         self.execution = ExecutionService(self.pool, self.policies, self.image, self.audit)

@@ -2,10 +2,14 @@
 
 Keys are never stored: a keys file holds their SHA-256 (``sandbox keys new``
 prints a fresh key and the line to add). Each key names a tenant, the
-policies it may use (``"*"`` for all), a concurrency quota and a rate limit
-(a token bucket). Without any key configured the service serves one tenant,
-``anonymous``, on loopback only, with no quota of its own: the pool's bounds
-(its size and its queue, then 429) are the only limit.
+policies it may use (``"*"`` for all), its quotas and a rate limit (a token
+bucket every authenticated request spends). ``max_concurrency`` bounds both
+the requests it has running and the sandboxes it holds (runs, judged batch
+items and open sessions alike); sessions and snapshots have quotas of their
+own. A tenant named by several keys gets the largest of their quotas. Without
+any key configured the service serves one tenant, ``anonymous``, on loopback
+only, with no quota of its own: the pool's bounds (its size and its queue,
+then 429) are the only limit.
 
 Keys file (YAML)::
 
@@ -13,8 +17,11 @@ Keys file (YAML)::
       - tenant: team-a
         key_sha256: 5f4dcc3b...   # sha256 of the key
         policies: [default, strict]
-        max_concurrency: 16
+        max_concurrency: 16       # requests running, and sandboxes held
         rate_per_s: 50
+        max_sessions: 16          # sessions open at once
+        max_snapshots: 64         # snapshots kept ...
+        max_snapshot_bytes: 268435456   # ... and their bytes together
         admin: false              # admins may read every tenant's audit records
 
 or the environment: ``SANDBOX_API_KEYS_FILE=/path/keys.yaml``, or
@@ -31,12 +38,14 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sandbox.core.quotas import UNLIMITED, TenantQuotas
 from sandbox.errors import AuthenticationError, ForbiddenError, PolicyError, QuotaError
 
 KEYS_FILE_ENV = "SANDBOX_API_KEYS_FILE"
@@ -44,6 +53,9 @@ KEYS_ENV = "SANDBOX_API_KEYS"
 ANONYMOUS = "anonymous"
 DEFAULT_MAX_CONCURRENCY = 64
 DEFAULT_RATE_PER_S = 1000.0
+DEFAULT_MAX_SESSIONS = 16
+DEFAULT_MAX_SNAPSHOTS = 64
+DEFAULT_MAX_SNAPSHOT_BYTES = 256 << 20
 MAX_KEYS_FILE_BYTES = 1 << 20
 KEY_BYTES = 32
 
@@ -70,7 +82,18 @@ class TenantConfig(BaseModel):
     policies: tuple[str, ...] = ("*",)
     max_concurrency: int | None = Field(default=DEFAULT_MAX_CONCURRENCY, ge=1, le=100_000)
     rate_per_s: float | None = Field(default=DEFAULT_RATE_PER_S, gt=0, le=1_000_000)
+    max_sessions: int | None = Field(default=DEFAULT_MAX_SESSIONS, ge=0, le=100_000)
+    max_snapshots: int | None = Field(default=DEFAULT_MAX_SNAPSHOTS, ge=0, le=1_000_000)
+    max_snapshot_bytes: int | None = Field(default=DEFAULT_MAX_SNAPSHOT_BYTES, ge=0, le=1 << 50)
     admin: bool = False
+
+    def quotas(self) -> TenantQuotas:
+        return TenantQuotas(
+            max_concurrency=self.max_concurrency,
+            max_sessions=self.max_sessions,
+            max_snapshots=self.max_snapshots,
+            max_snapshot_bytes=self.max_snapshot_bytes,
+        )
 
 
 class KeysFile(BaseModel):
@@ -143,6 +166,15 @@ class Tenant:
                 self._in_flight -= 1
 
 
+def _larger(a: TenantQuotas, b: TenantQuotas) -> TenantQuotas:
+    """Field by field, the larger quota (``None``, no limit, is the largest)."""
+    values = {}
+    for name in (f.name for f in fields(TenantQuotas)):
+        x, y = getattr(a, name), getattr(b, name)
+        values[name] = None if x is None or y is None else max(x, y)
+    return TenantQuotas(**values)
+
+
 class Keyring:
     """The configured keys; ``open`` when there are none (one anonymous tenant, loopback)."""
 
@@ -157,8 +189,21 @@ class Keyring:
                 admin=True,
                 max_concurrency=None,
                 rate_per_s=None,
+                max_sessions=None,
+                max_snapshots=None,
+                max_snapshot_bytes=None,
             )
         )
+        self._quotas: dict[str, TenantQuotas] = {}
+        for config in configs:
+            earlier = self._quotas.get(config.tenant)
+            self._quotas[config.tenant] = (
+                config.quotas() if earlier is None else _larger(earlier, config.quotas())
+            )
+
+    def quotas(self, tenant: str) -> TenantQuotas:
+        """What ``tenant`` may hold (no limits for a name no key carries: anonymous, library)."""
+        return self._quotas.get(tenant, UNLIMITED)
 
     @property
     def open(self) -> bool:
