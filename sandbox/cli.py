@@ -132,6 +132,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         warm=args.warm if args.warm is not None else ["default"],
         max_waiters=args.max_waiting,
         start_concurrency=args.start_concurrency,
+        snapshot_ttl_s=args.snapshot_ttl,
+        snapshot_budget_bytes=args.snapshot_budget_mb << 20,
     )
     uvicorn.run(
         create_app(settings),
@@ -145,6 +147,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from sandbox.core.pool import DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY
+    from sandbox.core.snapshots import DEFAULT_BUDGET_BYTES, DEFAULT_TTL_S
     from sandbox.service.platform import DEFAULT_POLICIES_DIR
 
     serve = commands.add_parser("serve", help="run the HTTP service with a warm pool")
@@ -163,6 +166,20 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
     serve.add_argument("--max-waiting", type=int, default=DEFAULT_MAX_WAITERS)
     serve.add_argument("--start-concurrency", type=int, default=DEFAULT_START_CONCURRENCY)
     serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument(
+        "--snapshot-ttl",
+        type=float,
+        default=DEFAULT_TTL_S,
+        metavar="SECONDS",
+        help="how long a session snapshot is kept (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--snapshot-budget-mb",
+        type=int,
+        default=DEFAULT_BUDGET_BYTES >> 20,
+        metavar="MB",
+        help="disk for all tenants' snapshots together (default: %(default)s)",
+    )
     serve.add_argument(
         "--keys", type=Path, help="API keys file (else $SANDBOX_API_KEYS_FILE / $SANDBOX_API_KEYS)"
     )

@@ -10,7 +10,9 @@ user and read back as bytes with links refused, only below ``/workspace`` and
 A snapshot is the workspace as a tar archive, made and unpacked inside the
 sandbox by the unprivileged user (the host never extracts it); a new session
 can start from it, so one task state can be explored many times. Running
-processes are not part of a snapshot.
+processes are not part of a snapshot. Snapshots are kept by a
+:class:`~sandbox.core.snapshots.SnapshotStore` (on disk, per-tenant quotas, a
+time to live).
 
 Session and snapshot ids are unguessable and scoped to their tenant: another
 tenant's id is simply not found.
@@ -40,6 +42,7 @@ from sandbox.core.execution import (
     sandbox_env,
 )
 from sandbox.core.pool import Lease
+from sandbox.core.snapshots import SnapshotStore
 from sandbox.errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
 from sandbox.policy import LimitOverrides, Policy
 from sandbox.policy.limits import MAX_TIME_S, MIN_TIME_S
@@ -75,7 +78,6 @@ PYTEST_ARGV = [
     JUDGE_TESTS,
 ]
 MAX_SNAPSHOT_BYTES = 64 << 20
-MAX_SNAPSHOTS_BYTES = 1 << 30
 REAP_INTERVAL_S = 5.0
 SNAPSHOT_COMMAND = ["tar", "-C", WORKDIR, "-cf", "-", "."]
 RESTORE_COMMAND = ["tar", "-C", WORKDIR, "-xf", "-", "--no-same-permissions"]
@@ -155,14 +157,6 @@ class Session:
         )
 
 
-@dataclass
-class _Snapshot:
-    tenant: str
-    policy: str
-    image: str
-    archive: bytes
-
-
 def _readable_path(path: str) -> tuple[str, str]:
     """``(directory, relative path)`` for a path below /workspace or /tmp."""
     if not path.startswith("/"):
@@ -179,11 +173,11 @@ _KINDS: dict[str, Literal["file", "dir", "link", "other"]] = {"f": "file", "d": 
 class SessionManager:
     """Creates, runs and reaps sessions on the execution service's pool."""
 
-    def __init__(self, execution: ExecutionService) -> None:
+    def __init__(self, execution: ExecutionService, snapshots: SnapshotStore) -> None:
         self.execution = execution
+        self.snapshots = snapshots
         self._sessions: dict[str, Session] = {}
         self._opening: Counter[str] = Counter()  # sessions waiting for their sandbox
-        self._snapshots: dict[str, _Snapshot] = {}
         self._reaper: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -192,7 +186,9 @@ class SessionManager:
 
     async def create(self, spec: SessionSpec, *, tenant: str) -> Session:
         """Check a sandbox out, write the files, restore the snapshot, run the set-up."""
-        snapshot = self._snapshot(spec.from_snapshot, tenant) if spec.from_snapshot else None
+        snapshot = (
+            self.snapshots.get(spec.from_snapshot, tenant=tenant) if spec.from_snapshot else None
+        )
         policy = self.execution.policy(snapshot.policy if snapshot else spec.policy)
         image_name = snapshot.image if snapshot else spec.image
         image = self.execution.resolve_image(image_name)
@@ -207,7 +203,8 @@ class SessionManager:
         self._sessions[session.id] = session
         try:
             if snapshot is not None:
-                await self._run(session, RESTORE_COMMAND, stdin=snapshot.archive)
+                archive = await self.snapshots.read(snapshot)
+                await self._run(session, RESTORE_COMMAND, stdin=archive)
             if files:
                 await self._run(session, ["true"], files=files)
             if spec.setup:
@@ -367,7 +364,7 @@ class SessionManager:
         )
 
     async def snapshot(self, session_id: str, *, tenant: str) -> str:
-        """The workspace as an archive kept by the service; returns the snapshot's id."""
+        """The workspace as an archive kept in the snapshot store; returns the snapshot's id."""
         session = self.get(session_id, tenant=tenant)
         limits = exec_limits(session.policy, None).model_copy(
             update={"stdout_bytes": MAX_SNAPSHOT_BYTES}
@@ -378,18 +375,9 @@ class SessionManager:
                 f"could not archive the workspace ({result.status.value}; at most "
                 f"{MAX_SNAPSHOT_BYTES} bytes): {result.stderr.decode(errors='replace')[-300:]}"
             )
-        held = sum(len(s.archive) for s in self._snapshots.values())
-        if held + len(result.stdout) > MAX_SNAPSHOTS_BYTES:
-            raise QuotaError("the service holds too many snapshots; delete some", retry_after=60)
-        snapshot_id = secrets.token_urlsafe(18)
-        self._snapshots[snapshot_id] = _Snapshot(
-            tenant, session.policy.name, session.image, result.stdout
+        return await self.snapshots.add(
+            result.stdout, tenant=tenant, policy=session.policy.name, image=session.image
         )
-        return snapshot_id
-
-    def delete_snapshot(self, snapshot_id: str, *, tenant: str) -> None:
-        self._snapshot(snapshot_id, tenant)
-        del self._snapshots[snapshot_id]
 
     async def close(self, session_id: str, *, tenant: str) -> None:
         """End the session: its processes are killed and its sandbox reset; idempotent."""
@@ -407,12 +395,6 @@ class SessionManager:
                 await self._reaper
         for session in list(self._sessions.values()):
             await self.close(session.id, tenant=session.tenant)
-
-    def _snapshot(self, snapshot_id: str, tenant: str) -> _Snapshot:
-        snapshot = self._snapshots.get(snapshot_id)
-        if snapshot is None or snapshot.tenant != tenant:
-            raise NotFoundError(f"no snapshot {snapshot_id!r}")
-        return snapshot
 
     files = staticmethod(decode_files)
 
@@ -461,6 +443,7 @@ class SessionManager:
     async def _reap_loop(self) -> None:
         while True:
             await asyncio.sleep(REAP_INTERVAL_S)
+            self.snapshots.expire()
             now = time.monotonic()
             for session in list(self._sessions.values()):
                 if now - session.last_used > session.policy.pool.session_idle_ttl_s:
