@@ -31,7 +31,11 @@ async def get_tenant(
     bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
     x_api_key: Annotated[str | None, Security(_api_key)],
 ) -> Tenant:
-    """The tenant of the presented API key (401 without one when keys are configured)."""
+    """The tenant of the presented API key, one request of its rate spent.
+
+    401 without a key when keys are configured; 429 over the key's rate. Every route
+    that knows its caller depends on this, so none can skip the rate.
+    """
     presented = bearer.credentials if bearer is not None else x_api_key
     return platform.keyring.authenticate(presented)
 

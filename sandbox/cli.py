@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -110,6 +111,22 @@ def _register_images(commands: argparse._SubParsersAction[argparse.ArgumentParse
 # --------------------------------------------------------------------------- serve
 
 
+def _at_least(low: float, kind: type[float] | type[int], *, above: bool = False) -> Any:
+    """An argparse type: a number of ``kind`` not below ``low`` (above it with ``above``)."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or value < low or (above and value == low):
+            bound = "above" if above else "at least"
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound} {low}")
+        return value
+
+    return parse
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -132,6 +149,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         warm=args.warm if args.warm is not None else ["default"],
         max_waiters=args.max_waiting,
         start_concurrency=args.start_concurrency,
+        snapshot_ttl_s=args.snapshot_ttl,
+        snapshot_budget_bytes=args.snapshot_budget_mb << 20,
     )
     uvicorn.run(
         create_app(settings),
@@ -145,6 +164,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from sandbox.core.pool import DEFAULT_MAX_WAITERS, DEFAULT_START_CONCURRENCY
+    from sandbox.core.snapshots import DEFAULT_BUDGET_BYTES, DEFAULT_TTL_S
     from sandbox.service.platform import DEFAULT_POLICIES_DIR
 
     serve = commands.add_parser("serve", help="run the HTTP service with a warm pool")
@@ -160,9 +180,23 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         metavar="POLICY",
         help="policy to pre-warm at start (repeatable; default: default)",
     )
-    serve.add_argument("--max-waiting", type=int, default=DEFAULT_MAX_WAITERS)
+    serve.add_argument("--max-waiting", type=_at_least(0, int), default=DEFAULT_MAX_WAITERS)
     serve.add_argument("--start-concurrency", type=int, default=DEFAULT_START_CONCURRENCY)
     serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument(
+        "--snapshot-ttl",
+        type=_at_least(0, float, above=True),
+        default=DEFAULT_TTL_S,
+        metavar="SECONDS",
+        help="how long a session snapshot is kept (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--snapshot-budget-mb",
+        type=_at_least(0, int),
+        default=DEFAULT_BUDGET_BYTES >> 20,
+        metavar="MB",
+        help="disk for all tenants' snapshots together (default: %(default)s)",
+    )
     serve.add_argument(
         "--keys", type=Path, help="API keys file (else $SANDBOX_API_KEYS_FILE / $SANDBOX_API_KEYS)"
     )

@@ -16,7 +16,9 @@ from ..routing import TextJSONRoute
 router = APIRouter(prefix="/v1", tags=["audit"], route_class=TextJSONRoute)
 
 
-@router.get("/audit", response_model=list[AuditRecord], responses=error_responses(401, 403, 422))
+@router.get(
+    "/audit", response_model=list[AuditRecord], responses=error_responses(401, 403, 422, 429)
+)
 async def audit(
     platform: PlatformDep,
     tenant: TenantDep,

@@ -10,9 +10,10 @@ quota or a run the platform could not carry out with 504; OpenRLHF retries any H
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from sandbox.errors import (
@@ -33,12 +34,11 @@ from sandbox.integrations.compat import get_reward as judge_rewards
 from sandbox.integrations.compat import run_code as run_sandboxfusion
 from sandbox.telemetry import metrics
 
-from ..deps import PlatformDep, TenantDep, WorkingTenantDep
+from ..deps import PlatformDep, WorkingTenantDep
 from ..errors import ErrorBody, error_responses
 from ..routing import TextJSONRoute
 
 logger = logging.getLogger(__name__)
-router = APIRouter(tags=["compatibility"], route_class=TextJSONRoute)
 
 INFRA_RETRY_AFTER_S = 5.0
 
@@ -73,7 +73,27 @@ def _retry_later(status: int, exc: SandboxError) -> JSONResponse:
     )
 
 
-@router.post(
+class _RetryAs504(TextJSONRoute):
+    """A route whose "try again" errors, raised anywhere (the key's rate in authentication,
+    the key's quota, the pool, the run), are a 504 with ``Retry-After``."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def retrying_as_504(request: Request) -> Response:
+            try:
+                return await handle(request)
+            except (CapacityError, InfrastructureError, SandboxTimeoutError) as exc:
+                return _retry_later(504, exc)
+
+        return retrying_as_504
+
+
+router = APIRouter(tags=["compatibility"], route_class=TextJSONRoute)
+_sandboxfusion = APIRouter(tags=["compatibility"], route_class=_RetryAs504)
+
+
+@_sandboxfusion.post(
     "/run_code",
     response_model=RunCodeResponse,
     responses=_with_retry_after(
@@ -83,18 +103,17 @@ def _retry_later(status: int, exc: SandboxError) -> JSONResponse:
         "or rate) and infrastructure errors: verl's sandbox-fusion client retries only 504",
     ),
 )
-async def run_code(request: RunCodeRequest, platform: PlatformDep, tenant: TenantDep) -> Any:
+async def run_code(request: RunCodeRequest, platform: PlatformDep, tenant: WorkingTenantDep) -> Any:
     """SandboxFusion-compatible: verl's sandbox-fusion reward code works by changing its URL.
 
     A saturated pool, a key over its quota or rate, or a run the platform failed even
     after retrying, is a 504 with ``Retry-After`` (verl retries nothing else).
     """
     tenant.allow_policy("default")
-    try:
-        with tenant.slot():
-            return await run_sandboxfusion(platform.execution, request, tenant=tenant.name)
-    except (CapacityError, InfrastructureError, SandboxTimeoutError) as exc:
-        return _retry_later(504, exc)
+    return await run_sandboxfusion(platform.execution, request, tenant=tenant.name)
+
+
+router.include_router(_sandboxfusion)
 
 
 @router.post(

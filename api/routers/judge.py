@@ -58,6 +58,6 @@ async def evaluate(
     quota = tenant.config.max_concurrency
     if quota is not None and request.concurrency > quota:
         request = request.model_copy(update={"concurrency": quota})
-    with tenant.slot():  # the rate and the request itself; the batch is capped to the quota
+    with tenant.slot():  # the request itself; its items count as the sandboxes they hold
         lines = platform.evaluator.start(request, tenant=tenant.name)
     return StreamingResponse(lines, media_type="application/x-ndjson")

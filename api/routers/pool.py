@@ -13,7 +13,7 @@ from ..routing import TextJSONRoute
 router = APIRouter(prefix="/v1", tags=["pool"], route_class=TextJSONRoute)
 
 
-@router.get("/pool", response_model=PoolStatus, responses=error_responses(401))
+@router.get("/pool", response_model=PoolStatus, responses=error_responses(401, 429))
 async def pool_status(platform: PlatformDep, _: TenantDep) -> PoolStatus:
     """Counts per (policy, image) group: idle, busy, starting, resetting, waiting."""
     return platform.pool.status()

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.core.sessions import Command, DirEntry, SessionInfo, SessionSpec
+from sandbox.core.snapshots import SnapshotInfo
 from sandbox.core.validation import FileMap, RelativePath
 from sandbox.results import RunResult
 
@@ -53,12 +54,30 @@ async def create(spec: SessionSpec, platform: PlatformDep, tenant: WorkingTenant
     return response
 
 
-@router.get("", response_model=list[SessionInfo], responses=error_responses(401))
+@router.get("", response_model=list[SessionInfo], responses=error_responses(401, 429))
 async def list_sessions(platform: PlatformDep, tenant: TenantDep) -> list[SessionInfo]:
     return [s.info() for s in platform.sessions.sessions_of(tenant.name)]
 
 
-@router.get("/{session_id}", response_model=SessionInfo, responses=error_responses(401, 404, 422))
+# Before "/{session_id}", which would take "snapshots" for a session id.
+@router.get("/snapshots", response_model=list[SnapshotInfo], responses=error_responses(401, 429))
+async def list_snapshots(platform: PlatformDep, tenant: TenantDep) -> list[SnapshotInfo]:
+    """The caller's snapshots, oldest first, with their sizes and when they expire."""
+    return platform.sessions.snapshots.snapshots_of(tenant.name)
+
+
+@router.delete(
+    "/snapshots/{snapshot_id}", status_code=204, responses=error_responses(401, 404, 422, 429)
+)
+async def delete_snapshot(snapshot_id: str, platform: PlatformDep, tenant: TenantDep) -> Response:
+    """Forget a snapshot; its room in the tenant's quota is free at once."""
+    platform.sessions.snapshots.delete(snapshot_id, tenant=tenant.name)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/{session_id}", response_model=SessionInfo, responses=error_responses(401, 404, 422, 429)
+)
 async def get(session_id: str, platform: PlatformDep, tenant: TenantDep) -> SessionInfo:
     return platform.sessions.get(session_id, tenant=tenant.name).info()
 
@@ -135,7 +154,7 @@ async def snapshot(
     )
 
 
-@router.delete("/{session_id}", status_code=204, responses=error_responses(401, 404, 422))
+@router.delete("/{session_id}", status_code=204, responses=error_responses(401, 404, 422, 429))
 async def close(session_id: str, platform: PlatformDep, tenant: TenantDep) -> Response:
     platform.sessions.get(session_id, tenant=tenant.name)
     await platform.sessions.close(session_id, tenant=tenant.name)

@@ -4,6 +4,9 @@
   and never holds more than ``policy.pool.max``; refills run in the background
   with a bounded number of containers starting at once.
 - A sandbox is bound to the tenant of its first lease and never serves another.
+- A tenant holds at most its ``max_concurrency`` sandboxes at once, across every
+  group and every kind of lease (runs, judged items, sessions, starting ones
+  included); one more is :class:`~sandbox.errors.QuotaError` at once, never a wait.
 - After every lease it is reset and the reset verified before it is idle again;
   a failed reset, a dead runner, an execution the runner had to kill, an
   infrastructure error or ``max_uses`` retires it, and a replacement is warmed.
@@ -18,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,12 +29,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from sandbox.backends.base import Backend, Sandbox
+from sandbox.core.quotas import QuotaLookup, unlimited
 from sandbox.errors import (
     CapacityError,
     InfrastructureError,
     InvalidRequestError,
     LimitError,
     NotFoundError,
+    QuotaError,
     SandboxError,
 )
 from sandbox.policy import Policy
@@ -166,8 +172,11 @@ class Pool:
         start_concurrency: int = DEFAULT_START_CONCURRENCY,
         lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
         health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
+        quotas: QuotaLookup = unlimited,
     ) -> None:
         self.backend = backend
+        self.quotas = quotas
+        self._held: Counter[str] = Counter()  # sandboxes each tenant holds or is starting
         self.max_waiters = max_waiters
         self.lease_timeout_s = lease_timeout_s
         self.health_interval_s = health_interval_s
@@ -269,10 +278,12 @@ class Pool:
         async with group.changed:
             while True:
                 self._purge_dead(group)
+                self._check_quota(tenant)
                 slot = group.take_idle(tenant)
                 if slot is not None:
                     slot.tenant = tenant
                     group.busy += 1
+                    self._held[tenant] += 1
                     self._refill(group)
                     return slot
                 # Waiting a few milliseconds for a reset beats starting a container.
@@ -281,6 +292,7 @@ class Pool:
                     self._evict_other_tenant(group, tenant)
                 if not soon and group.total < group.policy.pool.max:
                     group.starting += 1
+                    self._held[tenant] += 1
                     break
                 if not soon and self._waiting() >= self.max_waiters:
                     raise CapacityError(
@@ -310,12 +322,30 @@ class Pool:
         self._spawn(self._start(group, claim))
         try:
             slot = await claim
-        except asyncio.CancelledError:
+        except BaseException:
+            self._unhold(tenant)
             if claim.done() and not claim.cancelled() and claim.exception() is None:
                 self._release(group, claim.result(), None)  # handed over as the cancel came
             raise
         slot.tenant = tenant
         return slot
+
+    def _check_quota(self, tenant: str) -> None:
+        """:class:`QuotaError` if ``tenant`` already holds its ``max_concurrency`` sandboxes."""
+        limit = self.quotas(tenant).max_concurrency
+        held = self._held[tenant]
+        if limit is not None and held >= limit:
+            raise QuotaError(
+                f"tenant {tenant!r} already holds {held} sandboxes (runs, judged items and "
+                f"open sessions count) and its max_concurrency is {limit}; wait for one to "
+                "finish or close a session",
+                retry_after=1.0,
+            )
+
+    def _unhold(self, tenant: str) -> None:
+        self._held[tenant] -= 1
+        if self._held[tenant] <= 0:
+            del self._held[tenant]
 
     def _purge_dead(self, group: _Group) -> None:
         """Retire idle sandboxes already known to be dead, before anyone leases them."""
@@ -388,6 +418,8 @@ class Pool:
 
     def _release(self, group: _Group, slot: _Slot, retire_reason: str | None) -> None:
         group.busy -= 1
+        if slot.tenant is not None:
+            self._unhold(slot.tenant)
         slot.uses += 1
         if retire_reason is None and not slot.sandbox.alive:
             retire_reason = "the sandbox died"

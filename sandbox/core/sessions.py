@@ -13,7 +13,9 @@ session goes on.
 A snapshot is the workspace as a tar archive, made and unpacked inside the
 sandbox by the unprivileged user (the host never extracts it); a new session
 can start from it, so one task state can be explored many times. Running
-processes are not part of a snapshot.
+processes are not part of a snapshot. Snapshots are kept by a
+:class:`~sandbox.core.snapshots.SnapshotStore` (on disk, per-tenant quotas, a
+time to live).
 
 Session and snapshot ids are unguessable and scoped to their tenant: another
 tenant's id is simply not found.
@@ -26,6 +28,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -41,6 +44,7 @@ from sandbox.core.execution import (
     sandbox_env,
 )
 from sandbox.core.pool import Lease
+from sandbox.core.snapshots import SnapshotStore
 from sandbox.core.validation import FileMap, RelativePath, check_relative_path, decode_files
 from sandbox.errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
 from sandbox.policy import LimitOverrides, Policy
@@ -76,9 +80,7 @@ PYTEST_ARGV = [
     "no:cacheprovider",
     JUDGE_TESTS,
 ]
-MAX_SESSIONS_PER_TENANT = 64
 MAX_SNAPSHOT_BYTES = 64 << 20
-MAX_SNAPSHOTS_BYTES = 1 << 30
 REAP_INTERVAL_S = 5.0
 LISTING = "%y %s %P\\0"  # find's -printf: kind, size, name; NUL-separated
 SNAPSHOT_COMMAND = ["tar", "-C", WORKDIR, "-cf", "-", "."]
@@ -161,14 +163,6 @@ class Session:
         )
 
 
-@dataclass
-class _Snapshot:
-    tenant: str
-    policy: str
-    image: str
-    archive: bytes
-
-
 def _readable_path(path: str) -> tuple[str, str]:
     """``(directory, relative path)`` for a path below /workspace or /tmp."""
     if not path.startswith("/"):
@@ -185,10 +179,11 @@ _KINDS: dict[str, Literal["file", "dir", "link", "other"]] = {"f": "file", "d": 
 class SessionManager:
     """Creates, runs and reaps sessions on the execution service's pool."""
 
-    def __init__(self, execution: ExecutionService) -> None:
+    def __init__(self, execution: ExecutionService, snapshots: SnapshotStore) -> None:
         self.execution = execution
+        self.snapshots = snapshots
         self._sessions: dict[str, Session] = {}
-        self._snapshots: dict[str, _Snapshot] = {}
+        self._opening: Counter[str] = Counter()  # sessions waiting for their sandbox
         self._reaper: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -197,22 +192,25 @@ class SessionManager:
 
     async def create(self, spec: SessionSpec, *, tenant: str) -> Session:
         """Check a sandbox out, write the files, restore the snapshot, run the set-up."""
-        snapshot = self._snapshot(spec.from_snapshot, tenant) if spec.from_snapshot else None
+        snapshot = (
+            self.snapshots.get(spec.from_snapshot, tenant=tenant) if spec.from_snapshot else None
+        )
         policy = self.execution.policy(snapshot.policy if snapshot else spec.policy)
         image_name = snapshot.image if snapshot else spec.image
         image = self.execution.resolve_image(image_name)
-        mine = sum(1 for s in self._sessions.values() if s.tenant == tenant)
-        if mine >= MAX_SESSIONS_PER_TENANT:
-            raise QuotaError(
-                f"tenant {tenant!r} already has {mine} sessions open; close some", retry_after=5
-            )
         files = self.files(spec.files, spec.files_base64)
-        lease = await self.execution.pool.checkout(image, policy, tenant)
+        self._check_session_quota(tenant)
+        self._opening[tenant] += 1
+        try:
+            lease = await self.execution.pool.checkout(image, policy, tenant)
+        finally:
+            self._opening[tenant] -= 1
         session = Session(secrets.token_urlsafe(18), tenant, policy, image_name, lease)
         self._sessions[session.id] = session
         try:
             if snapshot is not None:
-                await self._run(session, RESTORE_COMMAND, stdin=snapshot.archive)
+                archive = await self.snapshots.read(snapshot)
+                await self._run(session, RESTORE_COMMAND, stdin=archive)
             if files:
                 await self._run(session, ["true"], files=files)
             if spec.setup:
@@ -226,6 +224,18 @@ class SessionManager:
             await self.close(session.id, tenant=tenant)
             raise
         return session
+
+    def _check_session_quota(self, tenant: str) -> None:
+        """:class:`QuotaError` if ``tenant`` has its ``max_sessions`` open (its sandboxes
+        count against its ``max_concurrency`` in the pool as well)."""
+        limit = self.execution.pool.quotas(tenant).max_sessions
+        mine = len(self.sessions_of(tenant)) + self._opening[tenant]
+        if limit is not None and mine >= limit:
+            raise QuotaError(
+                f"tenant {tenant!r} already has {mine} sessions open and its max_sessions is "
+                f"{limit}; close one (DELETE /v1/sessions/{{id}})",
+                retry_after=5,
+            )
 
     def get(self, session_id: str, *, tenant: str) -> Session:
         session = self._sessions.get(session_id)
@@ -360,7 +370,7 @@ class SessionManager:
         )
 
     async def snapshot(self, session_id: str, *, tenant: str) -> str:
-        """The workspace as an archive kept by the service; returns the snapshot's id."""
+        """The workspace as an archive kept in the snapshot store; returns the snapshot's id."""
         session = self.get(session_id, tenant=tenant)
         limits = exec_limits(session.policy, None).model_copy(
             update={"stdout_bytes": MAX_SNAPSHOT_BYTES}
@@ -371,18 +381,9 @@ class SessionManager:
                 f"could not archive the workspace ({result.status.value}; at most "
                 f"{MAX_SNAPSHOT_BYTES} bytes): {result.stderr.decode(errors='replace')[-300:]}"
             )
-        held = sum(len(s.archive) for s in self._snapshots.values())
-        if held + len(result.stdout) > MAX_SNAPSHOTS_BYTES:
-            raise QuotaError("the service holds too many snapshots; delete some", retry_after=60)
-        snapshot_id = secrets.token_urlsafe(18)
-        self._snapshots[snapshot_id] = _Snapshot(
-            tenant, session.policy.name, session.image, result.stdout
+        return await self.snapshots.add(
+            result.stdout, tenant=tenant, policy=session.policy.name, image=session.image
         )
-        return snapshot_id
-
-    def delete_snapshot(self, snapshot_id: str, *, tenant: str) -> None:
-        self._snapshot(snapshot_id, tenant)
-        del self._snapshots[snapshot_id]
 
     async def close(self, session_id: str, *, tenant: str) -> None:
         """End the session: its processes are killed and its sandbox reset; idempotent."""
@@ -400,12 +401,6 @@ class SessionManager:
                 await self._reaper
         for session in list(self._sessions.values()):
             await self.close(session.id, tenant=session.tenant)
-
-    def _snapshot(self, snapshot_id: str, tenant: str) -> _Snapshot:
-        snapshot = self._snapshots.get(snapshot_id)
-        if snapshot is None or snapshot.tenant != tenant:
-            raise NotFoundError(f"no snapshot {snapshot_id!r}")
-        return snapshot
 
     files = staticmethod(decode_files)
 
@@ -454,6 +449,7 @@ class SessionManager:
     async def _reap_loop(self) -> None:
         while True:
             await asyncio.sleep(REAP_INTERVAL_S)
+            self.snapshots.expire()
             now = time.monotonic()
             for session in list(self._sessions.values()):
                 if now - session.last_used > session.policy.pool.session_idle_ttl_s:

@@ -28,6 +28,7 @@ from sandbox.core.pool import (
     Pool,
 )
 from sandbox.core.sessions import SessionManager
+from sandbox.core.snapshots import DEFAULT_BUDGET_BYTES, DEFAULT_TTL_S, SnapshotStore
 from sandbox.errors import InfrastructureError, NotFoundError
 from sandbox.host import reaper
 from sandbox.host.images import repo_root, resolve_image
@@ -45,7 +46,7 @@ STATE_DIR_ENV = "SANDBOX_STATE_DIR"
 
 
 def default_state_dir() -> Path:
-    """Where the service keeps state that must survive restarts (the audit log)."""
+    """Where the service keeps state that must survive restarts (audit log, snapshots)."""
     if os.environ.get(STATE_DIR_ENV):
         return Path(os.environ[STATE_DIR_ENV])
     if os.geteuid() == 0:
@@ -74,6 +75,13 @@ class PlatformSettings(BaseModel):
         default=None, description="API keys (else $SANDBOX_API_KEYS_FILE / $SANDBOX_API_KEYS)."
     )
     audit_path: Path = Field(default_factory=lambda: default_state_dir() / "audit.db")
+    snapshots_dir: Path | None = Field(
+        default=None, description="Where snapshots are kept (default: snapshots/ by the audit log)."
+    )
+    snapshot_ttl_s: float = Field(default=DEFAULT_TTL_S, gt=0, allow_inf_nan=False)
+    snapshot_budget_bytes: int = Field(
+        default=DEFAULT_BUDGET_BYTES, ge=0, description="All tenants' snapshots together."
+    )
     image_base: str | None = Field(
         default=None,
         pattern="^(debootstrap|registry)$",
@@ -116,12 +124,19 @@ class Platform:
             max_waiters=self.settings.max_waiters,
             start_concurrency=self.settings.start_concurrency,
             lease_timeout_s=self.settings.lease_timeout_s,
+            quotas=self.keyring.quotas,
         )
         self.audit = AuditLog(self.settings.audit_path)
         self.execution = ExecutionService(self.pool, self.policies, self.image, self.audit)
         self.judge = Judge(self.execution)
         self.evaluator = Evaluator(self.judge)
-        self.sessions = SessionManager(self.execution)
+        snapshots = SnapshotStore(
+            self.settings.snapshots_dir or self.settings.audit_path.parent / "snapshots",
+            ttl_s=self.settings.snapshot_ttl_s,
+            budget_bytes=self.settings.snapshot_budget_bytes,
+            quotas=self.keyring.quotas,
+        )
+        self.sessions = SessionManager(self.execution, snapshots)
 
     @staticmethod
     def _image_names() -> set[str]:

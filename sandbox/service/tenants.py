@@ -2,10 +2,14 @@
 
 Keys are never stored: a keys file holds their SHA-256 (``sandbox keys new``
 prints a fresh key and the line to add). Each key names a tenant, the
-policies it may use (``"*"`` for all), a concurrency quota and a rate limit
-(a token bucket). Without any key configured the service serves one tenant,
-``anonymous``, on loopback only, with no quota of its own: the pool's bounds
-(its size and its queue, then 429) are the only limit.
+policies it may use (``"*"`` for all), its quotas and a rate limit (a token
+bucket every authenticated request spends). ``max_concurrency`` bounds both
+the requests it has running and the sandboxes it holds (runs, judged batch
+items and open sessions alike); sessions and snapshots have quotas of their
+own. A tenant named by several keys gets the largest of their quotas. Without
+any key configured the service serves one tenant, ``anonymous``, on loopback
+only, with no quota of its own: the pool's bounds (its size and its queue,
+then 429) are the only limit.
 
 Keys file (YAML)::
 
@@ -13,8 +17,11 @@ Keys file (YAML)::
       - tenant: team-a
         key_sha256: 5f4dcc3b...   # sha256 of the key
         policies: [default, strict]
-        max_concurrency: 16
+        max_concurrency: 16       # requests running, and sandboxes held
         rate_per_s: 50
+        max_sessions: 16          # sessions open at once
+        max_snapshots: 64         # snapshots kept ...
+        max_snapshot_bytes: 268435456   # ... and their bytes together
         admin: false              # admins may read every tenant's audit records
 
 or the environment: ``SANDBOX_API_KEYS_FILE=/path/keys.yaml``, or
@@ -31,12 +38,14 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sandbox.core.quotas import UNLIMITED, TenantQuotas
 from sandbox.errors import AuthenticationError, ForbiddenError, PolicyError, QuotaError
 
 KEYS_FILE_ENV = "SANDBOX_API_KEYS_FILE"
@@ -44,6 +53,9 @@ KEYS_ENV = "SANDBOX_API_KEYS"
 ANONYMOUS = "anonymous"
 DEFAULT_MAX_CONCURRENCY = 64
 DEFAULT_RATE_PER_S = 1000.0
+DEFAULT_MAX_SESSIONS = 16
+DEFAULT_MAX_SNAPSHOTS = 64
+DEFAULT_MAX_SNAPSHOT_BYTES = 256 << 20
 MAX_KEYS_FILE_BYTES = 1 << 20
 KEY_BYTES = 32
 
@@ -70,7 +82,18 @@ class TenantConfig(BaseModel):
     policies: tuple[str, ...] = ("*",)
     max_concurrency: int | None = Field(default=DEFAULT_MAX_CONCURRENCY, ge=1, le=100_000)
     rate_per_s: float | None = Field(default=DEFAULT_RATE_PER_S, gt=0, le=1_000_000)
+    max_sessions: int | None = Field(default=DEFAULT_MAX_SESSIONS, ge=0, le=100_000)
+    max_snapshots: int | None = Field(default=DEFAULT_MAX_SNAPSHOTS, ge=0, le=1_000_000)
+    max_snapshot_bytes: int | None = Field(default=DEFAULT_MAX_SNAPSHOT_BYTES, ge=0, le=1 << 50)
     admin: bool = False
+
+    def quotas(self) -> TenantQuotas:
+        return TenantQuotas(
+            max_concurrency=self.max_concurrency,
+            max_sessions=self.max_sessions,
+            max_snapshots=self.max_snapshots,
+            max_snapshot_bytes=self.max_snapshot_bytes,
+        )
 
 
 class KeysFile(BaseModel):
@@ -86,7 +109,7 @@ class Tenant:
         self.config = config
         self.name = config.tenant
         self._in_flight = 0
-        self._tokens = float(config.rate_per_s or 0)
+        self._tokens = max(1.0, float(config.rate_per_s or 0))
         self._stamp = time.monotonic()
         self._lock = threading.Lock()
 
@@ -99,38 +122,57 @@ class Tenant:
                 f"{', '.join(allowed)}); ask an operator to add it to the key"
             )
 
+    def admit(self) -> None:
+        """Spend one request of the tenant's rate; 429 when its bucket is empty.
+
+        The bucket holds ``max(1, rate_per_s)`` requests, so even a rate below one a
+        second lets one through. ``None`` is no limit.
+        """
+        rate = self.config.rate_per_s
+        if rate is None:
+            return
+        with self._lock:
+            now = time.monotonic()
+            burst = max(1.0, rate)
+            self._tokens = min(burst, self._tokens + (now - self._stamp) * rate)
+            self._stamp = now
+            if self._tokens < 1:
+                raise QuotaError(
+                    f"tenant {self.name!r} is over its rate of {rate:g} requests/s "
+                    "(rate_per_s of its key)",
+                    retry_after=(1 - self._tokens) / rate,
+                )
+            self._tokens -= 1
+
     @contextmanager
     def slot(self) -> Iterator[None]:
-        """Hold one of the tenant's concurrent slots; 429 when its quota or rate is spent.
+        """Hold one of the tenant's concurrent requests; 429 when ``max_concurrency`` run.
 
-        A quota of ``None`` is no limit.
+        A quota of ``None`` is no limit. (The rate is spent by authentication.)
         """
         with self._lock:
-            rate = self.config.rate_per_s
-            if rate is not None:
-                now = time.monotonic()
-                self._tokens = min(rate, self._tokens + (now - self._stamp) * rate)
-                self._stamp = now
-                if self._tokens < 1:
-                    raise QuotaError(
-                        f"tenant {self.name!r} is over its rate of {rate:g} requests/s",
-                        retry_after=(1 - self._tokens) / rate,
-                    )
             quota = self.config.max_concurrency
             if quota is not None and self._in_flight >= quota:
                 raise QuotaError(
                     f"tenant {self.name!r} already has {self._in_flight} requests running "
-                    f"(its quota is {quota})",
+                    f"(its max_concurrency is {quota})",
                     retry_after=1.0,
                 )
-            if rate is not None:
-                self._tokens -= 1
             self._in_flight += 1
         try:
             yield
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+
+def _larger(a: TenantQuotas, b: TenantQuotas) -> TenantQuotas:
+    """Field by field, the larger quota (``None``, no limit, is the largest)."""
+    values = {}
+    for name in (f.name for f in fields(TenantQuotas)):
+        x, y = getattr(a, name), getattr(b, name)
+        values[name] = None if x is None or y is None else max(x, y)
+    return TenantQuotas(**values)
 
 
 class Keyring:
@@ -147,15 +189,32 @@ class Keyring:
                 admin=True,
                 max_concurrency=None,
                 rate_per_s=None,
+                max_sessions=None,
+                max_snapshots=None,
+                max_snapshot_bytes=None,
             )
         )
+        self._quotas: dict[str, TenantQuotas] = {}
+        for config in configs:
+            earlier = self._quotas.get(config.tenant)
+            self._quotas[config.tenant] = (
+                config.quotas() if earlier is None else _larger(earlier, config.quotas())
+            )
+
+    def quotas(self, tenant: str) -> TenantQuotas:
+        """What ``tenant`` may hold (no limits for a name no key carries: anonymous, library)."""
+        return self._quotas.get(tenant, UNLIMITED)
 
     @property
     def open(self) -> bool:
         return not self._by_hash
 
     def authenticate(self, presented: str | None) -> Tenant:
-        """The tenant a presented key belongs to (401 when missing or unknown)."""
+        """The tenant a presented key belongs to, one request of its rate spent.
+
+        401 when the key is missing or unknown, 429 when the tenant is over its rate:
+        every authenticated request counts, whatever it asks for.
+        """
         if self.open:
             return self.anonymous
         if not presented:
@@ -165,6 +224,7 @@ class Keyring:
         tenant = self._by_hash.get(hash_key(presented))
         if tenant is None:
             raise AuthenticationError("unknown API key")
+        tenant.admit()
         return tenant
 
     @classmethod

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import json
+import re
 import sqlite3
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +18,18 @@ import httpx
 import pytest
 import yaml
 
-from sandbox.service.tenants import hash_key, new_key
+from sandbox.errors import PolicyError
+from sandbox.service.tenants import Keyring, hash_key, new_key
 from tests.conftest import REPO, SANDBOX_BIN, Service
 
 pytestmark = pytest.mark.docker
 
-KEYS = {name: new_key() for name in ("team-a", "team-b", "slow", "admin")}
+KEYS = {
+    name: new_key()
+    for name in ("team-a", "team-b", "slow", "admin", "trickle", "one", "two-sessions")
+}
+# Operations anyone may call: no key, so no rate of a key to spend.
+PUBLIC = {("GET", "/healthz"), ("GET", "/metrics")}
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +44,9 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"tenant": "team-b", "policies": ["strict"]},
         {"tenant": "slow", "rate_per_s": 2},
         {"tenant": "admin", "admin": True},
+        {"tenant": "trickle", "rate_per_s": 0.01},  # one request, then one every 100 s
+        {"tenant": "one", "max_concurrency": 1},
+        {"tenant": "two-sessions", "max_sessions": 2},
     ]
     for entry in entries:
         entry["key_sha256"] = hash_key(KEYS[entry["tenant"]])
@@ -117,6 +130,36 @@ def test_rate_limit_gives_429_with_retry_after(keyed: Service) -> None:
     assert "rate" in refused.json()["message"] and int(refused.headers["Retry-After"]) >= 1
 
 
+def _operations() -> list[tuple[str, str]]:
+    """Every operation the app serves (from the app itself), path parameters filled in."""
+    from api.app import create_app
+
+    paths = create_app().openapi()["paths"]
+    return sorted(
+        (method.upper(), re.sub(r"\{[^}]+\}", "x" * 24, path))
+        for path, operations in paths.items()
+        for method in operations
+    )
+
+
+def test_every_authenticated_route_spends_the_rate(keyed: Service) -> None:
+    """Once a key's one request is spent, every operation but the public ones answers 429
+    (504 on /run_code, for verl): reading the audit log or listing sessions too."""
+    operations = [op for op in _operations() if op not in PUBLIC]
+    assert ("GET", "/v1/audit") in operations and ("GET", "/v1/sessions") in operations
+    with client(keyed, None) as anonymous:
+        for method, path in operations:
+            assert anonymous.request(method, path, json={}).status_code == 401, (method, path)
+    with client(keyed, "trickle") as http:
+        assert http.get("/v1/pool").status_code == 200  # the one request the bucket holds
+        for method, path in operations:
+            answer = http.request(method, path, json={})
+            expected = 504 if path == "/run_code" else 429
+            assert answer.status_code == expected, (method, path, answer.text)
+            assert answer.json()["code"] == "quota_exceeded", (method, path)
+            assert "rate" in answer.json()["message"] and int(answer.headers["Retry-After"]) >= 1
+
+
 def test_run_code_over_the_rate_is_504_for_verl(keyed: Service) -> None:
     """verl's sandbox-fusion client retries only 504: a key over its rate gets one there."""
     body = {"code": "print(1)", "language": "python"}
@@ -173,6 +216,106 @@ def test_another_tenants_session_is_a_404(keyed: Service) -> None:
             assert read.status_code == 200, read.text  # still the owner's, untouched
         finally:
             assert owner.delete(f"/v1/sessions/{session_id}").status_code == 204
+
+
+def _refused_for_quota(answer: httpx.Response, *phrases: str) -> None:
+    assert answer.status_code == 429, answer.text
+    assert answer.json()["code"] == "quota_exceeded", answer.text
+    assert int(answer.headers["Retry-After"]) >= 1
+    for phrase in phrases:
+        assert phrase in answer.json()["message"], answer.text
+
+
+def test_an_open_session_is_one_of_the_sandboxes_a_quota_counts(keyed: Service) -> None:
+    """With max_concurrency 1, an open session is the tenant's one sandbox: no second
+    session, no run beside it; another tenant is served all the while."""
+    with client(keyed, "one") as http:
+        session = http.post("/v1/sessions", json={})
+        assert session.status_code == 201, session.text
+        try:
+            usage = ("'one' already holds 1 sandboxes", "max_concurrency is 1")
+            _refused_for_quota(http.post("/v1/sessions", json={}), *usage)
+            _refused_for_quota(http.post("/v1/run", json={"code": "print(1)"}), *usage)
+            assert run(keyed, "admin").json()["stdout"] == "1\n"
+        finally:
+            assert http.delete(f"/v1/sessions/{session.json()['id']}").status_code == 204
+        assert http.post("/v1/run", json={"code": "print(1)"}).json()["stdout"] == "1\n"
+
+
+def test_concurrent_batches_share_the_tenants_quota(keyed: Service) -> None:
+    """Four batches of a max_concurrency 1 key at once hold one sandbox between them (the
+    pool, sampled all along, never shows two busy), and all their items are still judged."""
+    item = {
+        "code": "import time\ntime.sleep(0.4)\nprint(1)",
+        "tests": {"kind": "io", "cases": [{"expected_stdout": "1"}]},
+    }
+    batch = {"items": [item] * 3, "concurrency": 4}
+    busy: list[int] = []
+    sampling = threading.Event()
+
+    def sample() -> None:
+        with client(keyed, "admin") as admin:
+            while not sampling.is_set():
+                groups = admin.get("/v1/pool").json()["groups"]
+                busy.append(sum(group["busy"] for group in groups))
+                time.sleep(0.05)
+
+    def evaluate(_: int) -> dict[str, Any]:
+        with client(keyed, "one") as http:
+            response = http.post("/v1/evaluate", json=batch, timeout=600)
+        assert response.status_code == 200, response.text
+        return dict(json.loads(response.text.strip().splitlines()[-1]))
+
+    with concurrent.futures.ThreadPoolExecutor(5) as threads:
+        sampler = threads.submit(sample)
+        batches = [threads.submit(evaluate, i) for i in range(4)]
+        while not all(b.done() for b in batches) and not sampler.done() and len(busy) < 40:
+            time.sleep(0.05)
+        sampling.set()
+        sampler.result()
+        assert max(busy) == 1, busy
+        # Meanwhile another tenant is served.
+        assert run(keyed, "admin").json()["stdout"] == "1\n"
+        summaries = [b.result() for b in batches]
+    assert [(s["judged"], s["all_passed"]) for s in summaries] == [(3, 3)] * 4, summaries
+
+
+def test_a_key_holds_at_most_max_sessions(keyed: Service) -> None:
+    with client(keyed, "two-sessions") as http:
+        opened = [http.post("/v1/sessions", json={}) for _ in range(2)]
+        assert [r.status_code for r in opened] == [201, 201], [r.text for r in opened]
+        ids = [r.json()["id"] for r in opened]
+        try:
+            refused = http.post("/v1/sessions", json={})
+            _refused_for_quota(refused, "'two-sessions' already has 2 sessions open")
+            assert "max_sessions is 2" in refused.json()["message"]
+            assert http.delete(f"/v1/sessions/{ids.pop()}").status_code == 204
+            again = http.post("/v1/sessions", json={})
+            assert again.status_code == 201, again.text
+            ids.append(again.json()["id"])
+        finally:
+            for session_id in ids:
+                http.delete(f"/v1/sessions/{session_id}")
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "says"),
+    [
+        ({"max_session": 2}, "keys.0.max_session", "Extra inputs are not permitted"),
+        ({"max_sessions": -1}, "keys.0.max_sessions", "greater than or equal to 0"),
+        ({"max_snapshots": "many"}, "keys.0.max_snapshots", "valid integer"),
+        ({"max_snapshot_bytes": 1.5}, "keys.0.max_snapshot_bytes", "valid integer"),
+    ],
+)
+def test_keys_file_quota_fields_are_strict(
+    tmp_path: Path, entry: dict[str, Any], key: str, says: str
+) -> None:
+    path = tmp_path / "keys.yaml"
+    path.write_text(yaml.safe_dump({"keys": [{"tenant": "t", "key_sha256": "a" * 64, **entry}]}))
+    with pytest.raises(PolicyError) as refused:
+        Keyring.from_file(path)
+    assert refused.value.source == str(path) and refused.value.key == key
+    assert says in str(refused.value)
 
 
 def audit(service: Service, tenant: str, **params: Any) -> list[dict[str, Any]]:
