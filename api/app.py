@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -13,16 +14,27 @@ from sandbox.service.platform import Platform, PlatformSettings
 from . import errors
 from .middleware import BodyPolicy
 from .routers import audit, compat, health, judge, pool, run, sessions
+from .routers import fleet as fleet_routes
 
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: PlatformSettings | None = None) -> FastAPI:
-    """Build the app; the platform starts (policies checked, pool warmed) in the lifespan."""
+def create_app(settings: PlatformSettings | None = None, *, fleet: str | None = None) -> FastAPI:
+    """Build the app; the platform starts (policies checked, pool warmed) in the lifespan.
+
+    With ``fleet`` (``auto`` or ``ray://HOST:10001``) the platform is the fleet of host
+    agents on that Ray cluster behind the same interface; without it Ray is never imported.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        platform = Platform(settings)
+        platform: Any
+        if fleet is None:
+            platform = Platform(settings)
+        else:
+            from sandbox.fleet.facade import FleetPlatform
+
+            platform = FleetPlatform(settings or PlatformSettings(), fleet)
         app.state.platform = platform
         if platform.keyring.open:
             logger.warning(
@@ -44,6 +56,6 @@ def create_app(settings: PlatformSettings | None = None) -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)
-    for module in (run, judge, sessions, compat, pool, audit, health):
+    for module in (run, judge, sessions, compat, pool, audit, health, fleet_routes):
         app.include_router(module.router)
     return app

@@ -31,4 +31,6 @@ async def audit(
         raise ForbiddenError("only an admin key may read another tenant's audit records")
     scope = of_tenant if tenant.config.admin else tenant.name
     await asyncio.to_thread(platform.audit.flush)
-    return platform.audit.query(tenant=scope, kind=kind, since=since, until=until, limit=limit)
+    return await asyncio.to_thread(
+        lambda: platform.audit.query(tenant=scope, kind=kind, since=since, until=until, limit=limit)
+    )

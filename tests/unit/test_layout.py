@@ -32,6 +32,7 @@ RANKS: dict[str, int] = {
     "core": 5,
     "judge": 6,
     "service": 7,
+    "fleet": 8,
     "client": 8,
     "integrations": 9,
     "evals": 9,
