@@ -1,7 +1,9 @@
 """Many sandbox hosts behind one API on a Ray cluster: host agents, the router, scheduling.
 
-Importing this package imports no Ray; :class:`Fleet` (the handle for trainers
-running in the cluster) loads it on first use.
+The scheduling modules (:mod:`.config`, :mod:`.scheduler`, :mod:`.placement`,
+:mod:`.warm`) are pure code: they import neither Ray nor Docker. Importing this
+package imports no Ray; :class:`Fleet` (the handle for trainers running in the
+cluster) loads it on first use.
 """
 
 from __future__ import annotations

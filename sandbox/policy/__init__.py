@@ -3,8 +3,9 @@
 The modules, one job each: :mod:`.limits` (named bounds and defaults), :mod:`.model`
 (the frozen model), :mod:`.paths` (mount and target checks), :mod:`.yaml_loader` (the
 hardened YAML loader tasks and configs reuse), :mod:`.loader` (policy files and
-``extends:``), :mod:`.messages` (refusals that name file, key and fix), :mod:`.lint`.
-The public names are re-exported here.
+``extends:``), :mod:`.messages` (refusals that name file, key and fix; other config
+files reuse them through :func:`config_error`), :mod:`.lint`. The public names are
+re-exported here.
 
 A policy is a YAML file (``policies/<name>.yaml``) that fixes what one sandbox
 may use: resources, filesystem, network, runtime, uid/gid, environment and
@@ -28,9 +29,11 @@ the dotted key and what to change. A request may only *lower* limits, through
 :class:`LimitOverrides` and :func:`effective_limits`.
 """
 
+from .keys import _KeyedValueError as KeyedValueError
 from .limits import MOUNT_ALLOWLIST_ENV
 from .lint import lint_policy
 from .loader import load_policy, load_policy_dir, parse_policy
+from .messages import config_error
 from .model import (
     AllowRule,
     Env,
@@ -54,6 +57,7 @@ __all__ = [
     "Env",
     "ExtraTmpfs",
     "Filesystem",
+    "KeyedValueError",
     "LimitOverrides",
     "Mount",
     "Network",
@@ -62,6 +66,7 @@ __all__ = [
     "Resources",
     "TmpfsSpec",
     "User",
+    "config_error",
     "effective_limits",
     "lint_policy",
     "load_policy",

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import Any, get_args, get_origin
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -19,22 +20,40 @@ from .keys import _dotted, _KeyedValueError, _KeyPath, _Origins, _show
 from .model import Policy
 
 
-def _allowed_keys(loc: Sequence[Any]) -> list[str] | None:
-    """The keys the model accepts at the mapping that holds ``loc[-1]``."""
-    model: type[BaseModel] = Policy
+def _without_none(annotation: Any) -> Any:
+    """``X | None`` -> ``X``; any other annotation as it is."""
+    if get_origin(annotation) in (Union, UnionType):
+        kept = [a for a in get_args(annotation) if a is not type(None)]
+        if len(kept) == 1:
+            return kept[0]
+    return annotation
+
+
+def _allowed_keys(loc: Sequence[Any], root: type[BaseModel]) -> list[str] | None:
+    """The keys ``root`` accepts at the mapping that holds ``loc[-1]``.
+
+    Walks nested models, lists and tuples of models (an index in ``loc``) and mappings
+    of names to models (a name in ``loc``).
+    """
+    annotation: Any = root
     for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(str(part))
-        if field is None:
-            return None
-        annotation = field.annotation
-        if get_origin(annotation) is tuple:
+        annotation = _without_none(annotation)
+        origin = get_origin(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(str(part))
+            if field is None:
+                return None
+            annotation = field.annotation
+        elif origin in (tuple, list) and isinstance(part, int):
             annotation = get_args(annotation)[0]
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        elif origin in (dict, Mapping) and isinstance(part, str):
+            annotation = get_args(annotation)[1]
+        else:
             return None
-        model = annotation
-    return [k for k in model.model_fields if not (model is Policy and k == "name")]
+    annotation = _without_none(annotation)
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return None
+    return [k for k in annotation.model_fields if not (annotation is Policy and k == "name")]
 
 
 def _kind(value: Any) -> str:
@@ -53,7 +72,7 @@ def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+def _describe(error: Mapping[str, Any], root: type[BaseModel]) -> str:
     """Turn one pydantic error into a message that says what to change."""
     kind = error["type"]
     value = error.get("input")
@@ -62,7 +81,7 @@ def _describe(error: Mapping[str, Any]) -> str:
     got = f"got {_kind(value)} {_show(value)}"
     if kind == "extra_forbidden":
         key = str(loc[-1])
-        allowed = _allowed_keys(loc) or []
+        allowed = _allowed_keys(loc, root) or []
         close = difflib.get_close_matches(key, allowed, n=1)
         did_you_mean = f"; did you mean {close[0]!r}?" if close else ""
         return (
@@ -117,7 +136,9 @@ def _error_location(error: Mapping[str, Any]) -> _KeyPath:
     return tuple(loc)
 
 
-def _policy_error(exc: ValidationError, origins: _Origins, default_source: str) -> PolicyError:
+def _policy_error(
+    exc: ValidationError, origins: _Origins, default_source: str, root: type[BaseModel] = Policy
+) -> PolicyError:
     """Build one :class:`PolicyError` from a pydantic error, naming the right file."""
     errors = exc.errors()
     first = errors[0]
@@ -127,9 +148,19 @@ def _policy_error(exc: ValidationError, origins: _Origins, default_source: str) 
         if loc[:n] in origins:
             source = origins[loc[:n]]
             break
-    message = _describe(first)
+    message = _describe(first, root)
     if len(errors) > 1:
-        others = "; ".join(f"{_dotted(_error_location(e))}: {_describe(e)}" for e in errors[1:6])
+        others = "; ".join(
+            f"{_dotted(_error_location(e))}: {_describe(e, root)}" for e in errors[1:6]
+        )
         more = f" (and {len(errors) - 6} more)" if len(errors) > 6 else ""
         message += f". Also: {others}{more}"
     return PolicyError(message, source=source, key=_dotted(loc))
+
+
+def config_error(exc: ValidationError, *, source: str, model: type[BaseModel]) -> PolicyError:
+    """A config file's validation error (``model`` its root) as a :class:`PolicyError`.
+
+    The same rendering policies get: the file, the dotted key, what to change.
+    """
+    return _policy_error(exc, {}, source, model)

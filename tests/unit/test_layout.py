@@ -33,15 +33,15 @@ RANKS: dict[str, int] = {
     "judge": 6,
     "service": 7,
     "fleet": 8,
-    "client": 8,
-    "integrations": 9,
-    "evals": 9,
-    "rl": 10,
-    "quality": 10,
-    "cli": 11,
+    "client": 9,
+    "integrations": 10,
+    "evals": 10,
+    "rl": 11,
+    "quality": 11,
+    "cli": 12,
     # facades: the package's public names, and the stable reward-function path
-    "__init__": 12,
-    "rewards": 12,
+    "__init__": 13,
+    "rewards": 13,
 }
 
 

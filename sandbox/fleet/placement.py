@@ -1,0 +1,93 @@
+"""Where an execution runs: best of K sampled hosts on their load (:func:`choose_host`).
+
+As E2B places sandboxes: sample K eligible hosts, score them on fresh load figures and take
+the best, which spreads work nearly as well as looking at every host for a fraction of the
+cost (and without herding onto the one host that looked emptiest a moment ago).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .config import DEFAULT_STARTS_PER_HOST
+
+
+@dataclass(frozen=True, slots=True)
+class HostLoad:
+    """One host's load as the router last heard it.
+
+    ``idle_warm`` maps each group (image and policy) the host serves to its idle warm
+    containers there (0 for a group it serves with none warm); a group missing from it
+    is one the host does not serve.
+    """
+
+    host_id: str
+    healthy: bool
+    draining: bool
+    slots: int
+    busy: int
+    idle_warm: Mapping[str, int] = field(default_factory=dict)
+    queue_depth: int = 0
+    starts_in_flight: int = 0
+    max_starts_in_flight: int = DEFAULT_STARTS_PER_HOST
+
+
+def eligible(host: HostLoad, group: str) -> bool:
+    """Whether ``host`` may take an execution of ``group`` now.
+
+    Healthy, not draining, serving the group, and below its bound of container starts in
+    flight unless an idle warm container spares it a start.
+    """
+    warm = host.idle_warm.get(group)
+    return (
+        warm is not None
+        and host.healthy
+        and not host.draining
+        and host.slots > 0
+        and (warm > 0 or host.starts_in_flight < host.max_starts_in_flight)
+    )
+
+
+def _score(host: HostLoad, group: str) -> tuple[int, float, int]:
+    """Lower is better: an idle warm container, then load per slot, then starts in flight."""
+    return (
+        0 if host.idle_warm[group] > 0 else 1,
+        (host.busy + host.queue_depth) / host.slots,
+        host.starts_in_flight,
+    )
+
+
+def choose_host(
+    hosts: Sequence[HostLoad],
+    group: str,
+    *,
+    k: int,
+    rng: random.Random,
+    affinity: str | None = None,
+) -> HostLoad | None:
+    """The best of ``k`` eligible hosts sampled at random, or ``None`` if none is eligible.
+
+    ``affinity`` names a host to keep a tenant or session on: it is chosen when it is
+    eligible and free (an idle warm container for the group, or a slot with no queue).
+    """
+    if affinity is not None:
+        for host in hosts:
+            if host.host_id == affinity:
+                if eligible(host, group) and (
+                    host.idle_warm[group] > 0 or host.busy + host.queue_depth < host.slots
+                ):
+                    return host
+                break
+    candidates: Sequence[HostLoad]
+    if len(hosts) > k:
+        candidates = [h for h in rng.sample(hosts, k) if eligible(h, group)]
+        if len(candidates) < k:  # some sampled hosts cannot serve: sample among those that can
+            able = [h for h in hosts if eligible(h, group)]
+            candidates = able if len(able) <= k else rng.sample(able, k)
+    else:
+        candidates = [h for h in hosts if eligible(h, group)]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda h: _score(h, group))
