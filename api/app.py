@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from sandbox.service.platform import Platform, PlatformSettings
 
 from . import errors
+from .deps import bind_priority_class
 from .middleware import BodyPolicy
 from .routers import audit, compat, health, judge, pool, run, sessions
 from .routers import fleet as fleet_routes
@@ -19,11 +20,17 @@ from .routers import fleet as fleet_routes
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: PlatformSettings | None = None, *, fleet: str | None = None) -> FastAPI:
+def create_app(
+    settings: PlatformSettings | None = None,
+    *,
+    fleet: str | None = None,
+    fleet_config: Any = None,
+) -> FastAPI:
     """Build the app; the platform starts (policies checked, pool warmed) in the lifespan.
 
     With ``fleet`` (``auto`` or ``ray://HOST:10001``) the platform is the fleet of host
-    agents on that Ray cluster behind the same interface; without it Ray is never imported.
+    agents on that Ray cluster behind the same interface, scheduled by ``fleet_config``
+    (a :class:`~sandbox.fleet.config.FleetConfig`); without it Ray is never imported.
     """
 
     @asynccontextmanager
@@ -34,7 +41,7 @@ def create_app(settings: PlatformSettings | None = None, *, fleet: str | None = 
         else:
             from sandbox.fleet.facade import FleetPlatform
 
-            platform = FleetPlatform(settings or PlatformSettings(), fleet)
+            platform = FleetPlatform(settings or PlatformSettings(), fleet, fleet_config)
         app.state.platform = platform
         if platform.keyring.open:
             logger.warning(
@@ -53,6 +60,7 @@ def create_app(settings: PlatformSettings | None = None, *, fleet: str | None = 
         version="0.1.0",
         summary="Secure code execution for RL post-training and coding-agent evaluation.",
         lifespan=lifespan,
+        dependencies=[Depends(bind_priority_class)],
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)

@@ -133,8 +133,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_waiters=args.max_waiting,
         start_concurrency=args.start_concurrency,
     )
+    fleet_config = None
+    if args.fleet_config is not None and args.fleet is None:
+        raise InvalidRequestError("--fleet-config configures a fleet: add --fleet auto")
+    if args.fleet is not None:
+        from sandbox.fleet.config import load_fleet_config
+
+        fleet_config = load_fleet_config(args.fleet_config)  # refused here, naming file and key
     uvicorn.run(
-        create_app(settings, fleet=args.fleet),
+        create_app(settings, fleet=args.fleet, fleet_config=fleet_config),
         host=args.host,
         port=args.port,
         log_level="debug" if args.verbose else "info",
@@ -170,6 +177,11 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         "--fleet",
         metavar="auto|ray://HOST:10001",
         help="route to the host agents of a Ray cluster (auto: $RAY_ADDRESS or the local one)",
+    )
+    serve.add_argument(
+        "--fleet-config",
+        type=Path,
+        help="the fleet's scheduling config (priority classes, tenants, quotas; YAML)",
     )
     serve.set_defaults(handler=_cmd_serve)
 

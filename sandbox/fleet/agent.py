@@ -51,6 +51,7 @@ class HostStatus(BaseModel):
     started: bool
     draining: bool
     released: bool
+    slots: int
     in_flight: int
     sessions: int
     pool: PoolStatus | None
@@ -107,6 +108,9 @@ class HostAgent:
             started=platform is not None,
             draining=self._draining,
             released=self._released,
+            slots=max((p.pool.max for p in platform.policies.values()), default=0)
+            if live and platform
+            else 0,
             in_flight=self._in_flight,
             sessions=platform.sessions.count if live and platform else 0,
             pool=platform.pool.status() if live and platform else None,

@@ -25,6 +25,8 @@ from sandbox.core.execution import ExecutionService, RunRequest, decode_files
 from sandbox.core.pool import GroupStatus, Pool, PoolStatus
 from sandbox.core.sessions import Command, DirEntry, SessionInfo, SessionSpec
 from sandbox.errors import ContainerLostError, NotFoundError
+from sandbox.fleet.admission import Admission
+from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.router import NAMESPACE, FleetStatus, Host, Router
 from sandbox.judge.batches import Evaluator
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
@@ -78,14 +80,20 @@ class FleetPool:
 
 
 class FleetExecution(ExecutionService):
-    """Runs go to a host; policies and images are checked here first."""
+    """Runs go to a host once admitted; policies and images are checked here first."""
 
     def __init__(
-        self, router: Router, policies: Mapping[str, Policy], resolve_image: Any, pool: FleetPool
+        self,
+        router: Router,
+        admission: Admission,
+        policies: Mapping[str, Policy],
+        resolve_image: Any,
+        pool: FleetPool,
     ) -> None:
         # The fleet's pool view answers status() only: nothing leases from it here.
         super().__init__(cast(Pool, pool), policies, resolve_image)
         self.router = router
+        self.admission = admission
 
     async def run_program(
         self, request: RunRequest, *, tenant: str
@@ -93,9 +101,10 @@ class FleetExecution(ExecutionService):
         """The build's and the run's results from a host; a host lost twice is ``infra_error``."""
         self.policy(request.policy)
         try:
-            built, ran = await self.router.call(
-                "run_program", request, tenant, policy=request.policy, kind="run"
-            )
+            async with self.admission.slot(tenant):
+                built, ran = await self.router.call(
+                    "run_program", request, tenant, policy=request.policy, kind="run"
+                )
         except ContainerLostError as exc:
             return None, ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
         return built, ran
@@ -107,15 +116,17 @@ class FleetJudge(Judge):
     def __init__(self, execution: FleetExecution) -> None:
         super().__init__(execution)
         self.router = execution.router
+        self.admission = execution.admission
 
     async def judge(self, request: JudgeRequest, *, tenant: str) -> JudgeResult:
         """A host's verdict; hosts lost under it make it unjudged (reward None, ``infra``)."""
         started = time.perf_counter()
         self.plan(request)
         try:
-            result: JudgeResult = await self.router.call(
-                "judge", request, tenant, policy=request.policy, kind="judge"
-            )
+            async with self.admission.slot(tenant):
+                result: JudgeResult = await self.router.call(
+                    "judge", request, tenant, policy=request.policy, kind="judge"
+                )
         except ContainerLostError as exc:
             return unjudged(request, str(exc), started)
         return result
@@ -228,14 +239,25 @@ class FleetAudit:
 class FleetPlatform:
     """A Platform-compatible facade over the fleet; ``start`` then ``close``."""
 
-    def __init__(self, settings: PlatformSettings, address: str = "auto") -> None:
+    def __init__(
+        self,
+        settings: PlatformSettings,
+        address: str = "auto",
+        config: FleetConfig | None = None,
+    ) -> None:
         self.settings = settings
         self.address = address
+        self.config = config or FleetConfig()
         self.policies = load_policy_dir(settings.policies_dir)
         self.keyring = Keyring.from_environment(settings.keys_file)
-        self.router = Router(settings)
+        self.router = Router(settings, self.config)
+        self.admission = Admission(self.config, self.router.require_healthy)
+        self.router.on_change = lambda: self.admission.scheduler.set_capacity(self.router.slots())
+        self.router.scheduler_stats = self.admission.scheduler.stats
         self.pool = FleetPool(self.router)
-        self.execution = FleetExecution(self.router, self.policies, self.image, self.pool)
+        self.execution = FleetExecution(
+            self.router, self.admission, self.policies, self.image, self.pool
+        )
         self.judge = FleetJudge(self.execution)
         self.evaluator = Evaluator(self.judge)
         self.sessions = FleetSessions(self.router)

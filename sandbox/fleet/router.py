@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import time
@@ -37,10 +38,14 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from sandbox.errors import (
     ContainerLostError,
     FleetUnavailableError,
+    NotFoundError,
     SessionLostError,
 )
 from sandbox.fleet.agent import DRAINING, HostAgent, HostStatus
-from sandbox.fleet.status import FleetStatus, HostState, HostView
+from sandbox.fleet.config import FleetConfig
+from sandbox.fleet.placement import HostLoad, choose_host
+from sandbox.fleet.scheduler import SchedulerStats
+from sandbox.fleet.status import FleetStatus, HostState, HostView, SchedulerView
 from sandbox.fleet.wire import Reply
 from sandbox.service.platform import PlatformSettings
 from sandbox.telemetry import metrics
@@ -49,10 +54,7 @@ logger = logging.getLogger(__name__)
 
 RESOURCE = "sandbox_host"
 NAMESPACE = "sandbox-fleet"
-HEARTBEAT_S = 2.0
-MISSED_BEATS = 3
 DISCOVER_EVERY_BEATS = 5
-SAMPLE_K = 2
 #: How long a new agent may take to start its platform (warm its pools).
 AGENT_START_TIMEOUT_S = 300.0
 
@@ -84,42 +86,48 @@ class Host:
     status: HostStatus | None = None
     misses: int = 0
     in_flight: int = 0  # sent by this router and not answered yet
+    sent_since_beat: int = 0
     routed: int = 0  # answered through this router
     last_beat: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
         self.name = self.name or self.node_id[:12]
 
-    def idle_for(self, policy: str) -> int:
-        """Idle unbound warm containers of ``policy`` at the last heartbeat."""
-        if self.status is None or self.status.pool is None:
-            return 0
-        return sum(g.idle - g.idle_bound for g in self.status.pool.groups if g.policy == policy)
+    def load(self, max_starts: int) -> HostLoad:
+        """Fresh load for placement: the last heartbeat, less what this router sent since.
 
-    def load(self, policy: str) -> float:
-        """Lower is better: work on the host, less the warm containers ready for ``policy``."""
-        if self.status is None or self.status.pool is None:
-            return float(self.in_flight)
-        pool = self.status.pool
-        starting = sum(g.starting for g in pool.groups)
-        return self.in_flight + pool.waiting + 0.5 * starting - self.idle_for(policy)
+        Groups are policies; every policy the host loaded is a group it serves.
+        """
+        status = self.status
+        pool = status.pool if status is not None else None
+        idle = dict.fromkeys(status.policies if status is not None else (), 0)
+        for group in pool.groups if pool is not None else ():
+            idle[group.policy] = idle.get(group.policy, 0) + group.idle - group.idle_bound
+        fresh = {name: max(0, n - self.sent_since_beat) for name, n in idle.items()}
+        return HostLoad(
+            host_id=self.node_id,
+            healthy=self.state is HostState.HEALTHY,
+            draining=self.state is HostState.DRAINING,
+            slots=status.slots if status is not None else 0,
+            busy=max(self.in_flight, status.in_flight if status is not None else 0),
+            idle_warm=fresh,
+            queue_depth=pool.waiting if pool is not None else 0,
+            starts_in_flight=sum(g.starting for g in pool.groups) if pool is not None else 0,
+            max_starts_in_flight=max_starts,
+        )
 
 
 class Router:
     """The fleet's hosts and the routing of calls to them; ``start`` then ``close``."""
 
     def __init__(
-        self,
-        settings: PlatformSettings,
-        *,
-        heartbeat_s: float = HEARTBEAT_S,
-        sample_k: int = SAMPLE_K,
-        rng: random.Random | None = None,
+        self, settings: PlatformSettings, config: FleetConfig, *, rng: random.Random | None = None
     ) -> None:
         self.settings = settings
-        self.heartbeat_s = heartbeat_s
-        self.sample_k = sample_k
+        self.config = config
+        self.heartbeat_s = config.health.heartbeat_interval_s
         self.rng = rng or random.Random()
+        self.scheduler_stats: Callable[[], SchedulerStats] | None = None
         self.hosts: dict[str, Host] = {}
         self._beats: asyncio.Task[None] | None = None
         self._starts: set[asyncio.Task[None]] = set()
@@ -231,10 +239,13 @@ class Router:
             return
         except (TimeoutError, ray.exceptions.RayError):
             host.misses += 1
-            if host.misses >= MISSED_BEATS and host.state is not HostState.LOST:
+            if (
+                host.misses >= self.config.health.missed_heartbeats
+                and host.state is not HostState.LOST
+            ):
                 self._lose(host, f"missed {host.misses} heartbeats")
             return
-        host.status, host.name, host.misses = status, status.name, 0
+        host.status, host.name, host.misses, host.sent_since_beat = status, status.name, 0, 0
         host.last_beat = time.monotonic()
         if status.released:
             host.state, host.reason = HostState.DRAINED, "drained"
@@ -258,17 +269,35 @@ class Router:
 
     # ------------------------------------------------------------------ placement
 
-    def choose(self, policy: str, *, exclude: set[Host] = frozenset()) -> Host:  # type: ignore[assignment]
+    def require_healthy(self) -> None:
+        """Raise :class:`FleetUnavailableError` naming the hosts down when none is healthy."""
+        if not self.healthy():
+            raise FleetUnavailableError(
+                f"no healthy host in the fleet; hosts down: {self._down() or 'none known'}"
+            )
+
+    def slots(self) -> int:
+        """Execution slots of the healthy hosts (the scheduler's capacity)."""
+        return sum(h.status.slots for h in self.healthy() if h.status is not None)
+
+    def choose(self, policy: str, *, exclude: set[Host] | None = None) -> Host:
         """Best of K sampled healthy hosts on fresh load for ``policy`` (503 when none)."""
-        candidates = [h for h in self.healthy() if h not in exclude]
-        if not candidates:
+        exclude = exclude or set()
+        candidates = {h.node_id: h for h in self.healthy() if h not in exclude}
+        max_starts = self.config.quotas.max_starts_in_flight_per_host
+        loads = [h.load(max_starts) for h in candidates.values()]
+        chosen = choose_host(loads, policy, k=self.config.placement.k, rng=self.rng)
+        if chosen is None and loads:  # every host is at its bound of starts: take the least busy
+            chosen = min(loads, key=lambda load: (load.starts_in_flight, load.busy))
+        if chosen is None:
             tried = f"; tried {sorted(h.name for h in exclude)}" if exclude else ""
             raise FleetUnavailableError(
                 f"no healthy host in the fleet can take this request{tried}; hosts down: "
                 f"{self._down() or 'none known'}"
             )
-        sample = self.rng.sample(candidates, min(self.sample_k, len(candidates)))
-        return min(sample, key=lambda h: h.load(policy))
+        host = candidates[chosen.host_id]
+        host.sent_since_beat += 1
+        return host
 
     async def call(self, method: str, *args: Any, policy: str, kind: str) -> Any:
         """Run ``method`` of a chosen host's agent; see the module docstring for failures."""
@@ -351,7 +380,7 @@ class Router:
         for host in self.hosts.values():
             if name in (host.name, host.node_id, host.node_id[:12]) or host.name.startswith(name):
                 return host
-        raise FleetUnavailableError(
+        raise NotFoundError(
             f"no fleet host {name!r}; hosts: {sorted(h.name for h in self.hosts.values())}"
         )
 
@@ -388,7 +417,9 @@ class Router:
 
     def status(self) -> FleetStatus:
         views = [self.view(h) for h in sorted(self.hosts.values(), key=lambda h: h.name)]
+        stats = self.scheduler_stats() if self.scheduler_stats is not None else None
         return FleetStatus(
             hosts=views,
             healthy=len(self.healthy()),
+            scheduler=SchedulerView.model_validate(dataclasses.asdict(stats)) if stats else None,
         )

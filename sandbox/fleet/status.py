@@ -36,8 +36,21 @@ class HostView(BaseModel):
     seconds_since_heartbeat: float
 
 
+class SchedulerView(BaseModel):
+    """The fleet's scheduler: slots, the queue per priority class, who runs and was served."""
+
+    capacity: int
+    busy: int
+    queued: dict[str, int]
+    running: dict[str, int]
+    served: dict[str, int]
+    rejected: int
+    drain_per_s: float
+
+
 class FleetStatus(BaseModel):
     """The whole fleet."""
 
     hosts: list[HostView]
     healthy: int
+    scheduler: SchedulerView | None = None
