@@ -27,6 +27,8 @@ from sandbox.core.execution import RunRequest
 from sandbox.core.pool import PoolStatus
 from sandbox.core.sessions import Command, SessionInfo, SessionSpec
 from sandbox.errors import NotFoundError
+from sandbox.fleet.config import WarmSettings
+from sandbox.fleet.warm import WarmSizer
 from sandbox.fleet.wire import Reply
 from sandbox.judge.judge import JudgeRequest
 from sandbox.service.platform import Platform, PlatformSettings
@@ -71,8 +73,11 @@ def agent_settings(settings: PlatformSettings, node_id: str) -> PlatformSettings
 class HostAgent:
     """The node's platform behind async methods: ``start`` once, then calls, then ``drain``."""
 
-    def __init__(self, settings: Mapping[str, Any], node_id: str) -> None:
+    def __init__(
+        self, settings: Mapping[str, Any], node_id: str, warm: Mapping[str, Any] | None = None
+    ) -> None:
         self.node_id = node_id
+        self.sizer = WarmSizer(WarmSettings.model_validate(warm or {}))
         self.name = f"{socket.gethostname()}/{node_id[:8]}"
         self.settings = agent_settings(PlatformSettings.model_validate(settings), node_id)
         self.platform: Platform | None = None
@@ -98,9 +103,14 @@ class HostAgent:
             return Reply()
 
     def status(self) -> HostStatus:
-        """This host's load: pool groups (idle warm, busy, starting, waiting), calls in flight."""
+        """This host's load: pool groups (idle warm, busy, starting, waiting), calls in flight.
+
+        Each heartbeat also resizes the warm pools (:meth:`resize`).
+        """
         platform = self.platform
         live = platform is not None and not self._released
+        if live:
+            self.resize()
         return HostStatus(
             node_id=self.node_id,
             name=self.name,
@@ -119,6 +129,18 @@ class HostAgent:
             reported_at=time.time(),
         )
 
+    def resize(self) -> None:
+        """Set each group's warm target from its measured arrival rate (Little's law, within
+        the fleet's floor and the policy's ``max``): a burst raises it, idleness lowers it."""
+        assert self.platform is not None
+        pool, policies = self.platform.pool, self.platform.policies
+        for group in pool.status().groups:
+            policy = policies.get(group.policy)
+            if policy is not None:
+                target = self.sizer.target(group.policy, policy.pool.max)
+                if target != group.warm_target:
+                    pool.set_warm_target(group.image, policy, target)
+
     async def _serve(self, work: Callable[[Platform], Awaitable[T]], *, new: bool = True) -> Reply:
         """Run ``work`` on the platform and wrap the outcome; ``new`` work is refused in a drain."""
         if self.platform is None or self._released or (new and self._draining):
@@ -134,9 +156,11 @@ class HostAgent:
     # ------------------------------------------------------------------ judgements
 
     async def run_program(self, request: RunRequest, tenant: str) -> Reply:
+        self.sizer.record_arrival(request.policy)
         return await self._serve(lambda p: p.execution.run_program(request, tenant=tenant))
 
     async def judge(self, request: JudgeRequest, tenant: str) -> Reply:
+        self.sizer.record_arrival(request.policy)
         return await self._serve(lambda p: p.judge.judge(request, tenant=tenant))
 
     # ------------------------------------------------------------------ sessions

@@ -194,7 +194,11 @@ class Router:
                     max_restarts=0,
                     max_concurrency=1000,
                 )
-                .remote(self.settings.model_dump(mode="json"), node_id)
+                .remote(
+                    self.settings.model_dump(mode="json"),
+                    node_id,
+                    self.config.warm.model_dump(mode="json"),
+                )
             )
             host = Host(node_id=node_id, actor=actor)
             self.hosts[node_id] = host

@@ -227,6 +227,29 @@ def test_tenants_share_the_fleet_by_their_weights(fleet: Service) -> None:
     assert 3 * 0.85 <= ratio <= 3 * 1.15, window
 
 
+def test_a_burst_raises_warm_targets_and_idleness_brings_them_back(fleet: Service) -> None:
+    def targets(http: httpx.Client) -> list[int]:
+        return [g["warm_target"] for g in http.get("/v1/pool").json()["groups"]]
+
+    floor = [3]  # one group, the floor of 1 on each of the 3 hosts
+    with client(fleet) as http:
+        deadline = time.monotonic() + 60
+        while targets(http) != floor:  # earlier tests' bursts have gone idle
+            assert time.monotonic() < deadline, targets(http)
+            time.sleep(0.5)
+        burst = Streamed(http, 200, concurrency=32)
+        deadline = time.monotonic() + 60
+        while (raised := targets(http)) == floor:
+            assert time.monotonic() < deadline and not burst.done.is_set(), "no target rose"
+            time.sleep(0.1)
+        assert raised[0] > floor[0]
+        burst.result()
+        deadline = time.monotonic() + 60
+        while targets(http) != floor:  # idle_after_s of the test config: 4 s
+            assert time.monotonic() < deadline, "the warm targets stayed up while idle"
+            time.sleep(0.5)
+
+
 def _sessions_per_host(http: httpx.Client, expected: int) -> dict[str, dict[str, Any]]:
     deadline = time.monotonic() + 30
     while True:
@@ -260,10 +283,13 @@ def test_a_lost_host_loses_nothing_but_its_sessions(fleet: Service, cluster: Any
             victim = next((h for n, h in hosts.items() if n in workers and h["sessions"]), None)
         assert _owned(victim["owner"]), "the victim host has no containers to lose"
 
+        rerouted = metric(http.get("/metrics").text, "sandbox_fleet_rerouted_total")
         batch = Streamed(http, ITEMS, concurrency=16)
         batch.wait_for(30)
         cluster.remove_node(workers[victim["node_id"]], allow_graceful=False)
         lines = batch.result()
+        # items that were running on the lost host were sent again to another one
+        assert metric(http.get("/metrics").text, "sandbox_fleet_rerouted_total") > rerouted
 
         indices = Counter(line["index"] for line in lines[:-1])
         assert sorted(indices) == list(range(ITEMS)) and set(indices.values()) == {1}
