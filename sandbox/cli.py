@@ -199,6 +199,13 @@ def _cmd_fleet_status(args: argparse.Namespace) -> int:
         sys.stdout.write(status.model_dump_json(indent=2) + "\n")
         return EXIT_OK
     sys.stdout.write(f"{status.healthy} of {len(status.hosts)} hosts healthy\n")
+    if status.scheduler is not None:
+        sched = status.scheduler
+        queued = ", ".join(f"{name} {n}" for name, n in sched.queued.items())
+        sys.stdout.write(
+            f"slots {sched.busy}/{sched.capacity} busy; queued: {queued}; "
+            f"drain {sched.drain_per_s:.1f}/s; rejected {sched.rejected}\n"
+        )
     sys.stdout.write(
         f"{'HOST':<28} {'STATE':<9} {'FLIGHT':>6} {'SESS':>4} {'IDLE':>4} {'BUSY':>4} "
         f"{'START':>5} {'WAIT':>4} {'ROUTED':>7}  REASON\n"

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import random
 import time
@@ -45,7 +44,8 @@ from sandbox.fleet.agent import DRAINING, HostAgent, HostStatus
 from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.placement import HostLoad, choose_host
 from sandbox.fleet.scheduler import SchedulerStats
-from sandbox.fleet.status import FleetStatus, HostState, HostView, SchedulerView
+from sandbox.fleet.status import FleetStatus, HostState, HostView
+from sandbox.fleet.warm import AutoscaleAdvisor
 from sandbox.fleet.wire import Reply
 from sandbox.service.platform import PlatformSettings
 from sandbox.telemetry import metrics
@@ -67,6 +67,11 @@ ROUTED = metrics.Counter(
 REROUTED = metrics.Counter(
     "sandbox_fleet_rerouted_total",
     "Pure judgements sent again to another host because theirs was lost.",
+    registry=metrics.REGISTRY,
+)
+SCALE_REQUESTS = metrics.Counter(
+    "sandbox_fleet_autoscale_requests_total",
+    "Times the router asked Ray's autoscaler for more sandbox_host resources.",
     registry=metrics.REGISTRY,
 )
 HOSTS = metrics.Gauge(
@@ -128,6 +133,7 @@ class Router:
         self.heartbeat_s = config.health.heartbeat_interval_s
         self.rng = rng or random.Random()
         self.scheduler_stats: Callable[[], SchedulerStats] | None = None
+        self.autoscale = AutoscaleAdvisor(config.autoscale)
         self.hosts: dict[str, Host] = {}
         self._beats: asyncio.Task[None] | None = None
         self._starts: set[asyncio.Task[None]] = set()
@@ -229,6 +235,30 @@ class Router:
             watched = [h for h in self.hosts.values() if h.state is not HostState.STARTING]
             await asyncio.gather(*(self._beat(h) for h in watched))
             self._count()
+            await self._maybe_scale()
+
+    async def _maybe_scale(self) -> None:
+        """Ask Ray's autoscaler for more ``sandbox_host`` when the queue stayed long."""
+        if self.scheduler_stats is None:
+            return
+        healthy = self.healthy()
+        queued = sum(self.scheduler_stats().queued.values())
+        per_host = self.slots() // len(healthy) if healthy else 1
+        ask = self.autoscale.observe(queued, hosts=len(healthy), slots_per_host=per_host)
+        if ask is None:
+            return
+        from ray.autoscaler.sdk import request_resources
+
+        logger.warning(
+            "fleet queue at %d for %.0f s: asking the autoscaler for %d hosts in all (+%d)",
+            ask.queue_length,
+            ask.above_for_s,
+            ask.total_hosts,
+            ask.add_hosts,
+        )
+        SCALE_REQUESTS.inc()
+        with contextlib.suppress(Exception):  # no autoscaler (a fixed cluster): said in the log
+            await asyncio.to_thread(request_resources, bundles=[{RESOURCE: 1}] * ask.total_hosts)
 
     async def _beat(self, host: Host) -> None:
         """One heartbeat: fresh load, or a miss (three in a row: lost), or a dead actor (lost)."""
@@ -425,5 +455,5 @@ class Router:
         return FleetStatus(
             hosts=views,
             healthy=len(self.healthy()),
-            scheduler=SchedulerView.model_validate(dataclasses.asdict(stats)) if stats else None,
+            scheduler=stats,
         )

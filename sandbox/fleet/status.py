@@ -6,6 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from sandbox.fleet.scheduler import SchedulerStats
+
 
 class HostState(StrEnum):
     """Where a host stands: only ``healthy`` hosts take new work."""
@@ -36,21 +38,11 @@ class HostView(BaseModel):
     seconds_since_heartbeat: float
 
 
-class SchedulerView(BaseModel):
-    """The fleet's scheduler: slots, the queue per priority class, who runs and was served."""
-
-    capacity: int
-    busy: int
-    queued: dict[str, int]
-    running: dict[str, int]
-    served: dict[str, int]
-    rejected: int
-    drain_per_s: float
-
-
 class FleetStatus(BaseModel):
     """The whole fleet."""
 
     hosts: list[HostView]
     healthy: int
-    scheduler: SchedulerView | None = None
+    scheduler: SchedulerStats | None = Field(
+        default=None, description="Slots, the queue per priority class, who runs, who was served."
+    )

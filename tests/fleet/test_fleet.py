@@ -227,6 +227,17 @@ def test_tenants_share_the_fleet_by_their_weights(fleet: Service) -> None:
     assert 3 * 0.85 <= ratio <= 3 * 1.15, window
 
 
+def test_a_queue_that_stays_long_asks_the_autoscaler_for_hosts(fleet: Service) -> None:
+    """Queue over 20 for 1 s (the test config): the router calls request_resources, once."""
+    with client(fleet, "trainer") as http:
+        batch = Streamed(http, 300, concurrency=64)
+        deadline = time.monotonic() + 60
+        while metric(http.get("/metrics").text, "sandbox_fleet_autoscale_requests_total") < 1:
+            assert time.monotonic() < deadline and not batch.done.is_set(), "no request made"
+            time.sleep(0.2)
+        batch.result()
+
+
 def test_a_burst_raises_warm_targets_and_idleness_brings_them_back(fleet: Service) -> None:
     def targets(http: httpx.Client) -> list[int]:
         return [g["warm_target"] for g in http.get("/v1/pool").json()["groups"]]
