@@ -14,10 +14,10 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from sandbox.errors import ForbiddenError, InvalidRequestError, PolicyError
-from sandbox.policy import KeyedValueError, config_error, load_yaml_mapping
+from sandbox.errors import ForbiddenError, InvalidRequestError
+from sandbox.policy import KeyedValueError, config_error, load_yaml_mapping, read_config_file
+from sandbox.service.tenants import TenantName
 
-MAX_CONFIG_BYTES: Final = 64 * 1024
 NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MAX_CLASSES: Final = 16
 MAX_TENANTS: Final = 10_000
@@ -185,7 +185,9 @@ class FleetConfig(_Section):
     )
     default_class: DefaultClasses = DefaultClasses()
     tenant_defaults: TenantSettings = TenantSettings()
-    tenants: Mapping[Name, TenantSettings] = Field(default_factory=dict, max_length=MAX_TENANTS)
+    tenants: Mapping[TenantName, TenantSettings] = Field(
+        default_factory=dict, max_length=MAX_TENANTS
+    )
     queue: QueueSettings = QueueSettings()
     quotas: Quotas = Quotas()
     placement: PlacementSettings = PlacementSettings()
@@ -310,18 +312,5 @@ def load_fleet_config(path: str | Path | None = None) -> FleetConfig:
     if path is None:
         return FleetConfig()
     source = str(path)
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise PolicyError(f"cannot read: {exc.strerror}; check the path", source=source) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise PolicyError(
-            f"larger than {MAX_CONFIG_BYTES} bytes; a fleet config is never that long",
-            source=source,
-        )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise PolicyError("not UTF-8 text; save the file as UTF-8", source=source) from None
+    text = read_config_file(Path(path), source, shorten="remove unused keys or tenants")
     return parse_fleet_config(text, source=source)

@@ -50,6 +50,11 @@ def eligible(host: HostLoad, group: str) -> bool:
     )
 
 
+def _has_room(host: HostLoad, group: str) -> bool:
+    """An idle warm container for the group, or a free slot nobody queues for."""
+    return host.idle_warm[group] > 0 or host.busy + host.queue_depth < host.slots
+
+
 def _score(host: HostLoad, group: str) -> tuple[int, float, int]:
     """Lower is better: an idle warm container, then load per slot, then starts in flight."""
     return (
@@ -69,15 +74,16 @@ def choose_host(
 ) -> HostLoad | None:
     """The best of ``k`` eligible hosts sampled at random, or ``None`` if none is eligible.
 
+    When none of the sampled hosts has room (an idle warm container for the group, or a
+    free slot with no queue), the best host with room is taken if there is one: near
+    saturation the few free slots are found instead of queueing behind a busy host.
     ``affinity`` names a host to keep a tenant or session on: it is chosen when it is
     eligible and free (an idle warm container for the group, or a slot with no queue).
     """
     if affinity is not None:
         for host in hosts:
             if host.host_id == affinity:
-                if eligible(host, group) and (
-                    host.idle_warm[group] > 0 or host.busy + host.queue_depth < host.slots
-                ):
+                if eligible(host, group) and _has_room(host, group):
                     return host
                 break
     candidates: Sequence[HostLoad]
@@ -90,4 +96,9 @@ def choose_host(
         candidates = [h for h in hosts if eligible(h, group)]
     if not candidates:
         return None
-    return min(candidates, key=lambda h: _score(h, group))
+    best = min(candidates, key=lambda h: _score(h, group))
+    if _has_room(best, group) or len(candidates) == len(hosts):
+        return best
+    # None sampled can start it now: near saturation, find the few hosts that can
+    roomy = [h for h in hosts if _has_room(h, group) and eligible(h, group)]
+    return min(roomy, key=lambda h: _score(h, group)) if roomy else best

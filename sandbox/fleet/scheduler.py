@@ -225,8 +225,10 @@ class Scheduler:
             del self._running[tenant]
         if completed:
             self._completions.append(self._clock())
-        else:
+        elif self._served[tenant] > 1:
             self._served[tenant] -= 1
+        else:
+            del self._served[tenant]
         self._dispatch()
 
     def _forget_completions(self, before: float) -> None:

@@ -65,8 +65,13 @@ def _check_raw(data: Any, path: _KeyPath, source: str) -> None:
             _check_raw(item, (*path, i), source)
 
 
-def _read_policy_file(path: Path, source: str) -> str:
-    """Read a policy file: a regular file, at most :data:`MAX_POLICY_BYTES`, UTF-8."""
+def read_config_file(
+    path: Path, source: str, *, shorten: str = "split it with 'extends' or remove unused keys"
+) -> str:
+    """Read a policy or config file: a regular file, at most :data:`MAX_POLICY_BYTES`, UTF-8.
+
+    ``shorten`` says how to make a file that is too large smaller.
+    """
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -75,20 +80,16 @@ def _read_policy_file(path: Path, source: str) -> str:
         raise PolicyError(f"cannot read the file: {exc.strerror}", source=source) from None
     if not stat.S_ISREG(info.st_mode):
         raise PolicyError("not a regular file; point at a .yaml file", source=source)
-    if info.st_size > MAX_POLICY_BYTES:
-        raise PolicyError(
-            f"the file is {info.st_size} bytes; a policy may be at most {MAX_POLICY_BYTES} "
-            "bytes. Split it with 'extends' or remove unused keys",
-            source=source,
-        )
+    size = info.st_size
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_POLICY_BYTES + 1)
     except OSError as exc:
         raise PolicyError(f"cannot read the file: {exc.strerror}", source=source) from None
-    if len(raw) > MAX_POLICY_BYTES:
+    if max(size, len(raw)) > MAX_POLICY_BYTES:
         raise PolicyError(
-            f"the file is more than {MAX_POLICY_BYTES} bytes; split it with 'extends'",
+            f"the file is {max(size, len(raw))} bytes or more; it may be at most "
+            f"{MAX_POLICY_BYTES} bytes: {shorten}",
             source=source,
         )
     try:
@@ -210,7 +211,7 @@ def _resolve(
         )
     parent_source = str(parent)
     parent_data = _resolve(
-        _read_policy_file(parent, parent_source),
+        read_config_file(parent, parent_source),
         source=parent_source,
         base_dir=parent.parent,
         chain=(*chain, identity),
@@ -303,7 +304,7 @@ def load_policy(path: str | Path, *, mount_allowlist: Sequence[str] | None = Non
     path = Path(path)
     source = str(path)
     name = _name_from_path(path, source)
-    text = _read_policy_file(path, source)
+    text = read_config_file(path, source)
     return _parse(
         text,
         name=name,

@@ -119,6 +119,13 @@ def _describe(error: Mapping[str, Any], root: type[BaseModel]) -> str:
             f"has {ctx.get('actual_length')} entries; the maximum is {ctx.get('max_length')}; "
             "remove some"
         )
+    if kind == "too_short":
+        return (
+            f"has {ctx.get('actual_length')} entries; at least {ctx.get('min_length')} are "
+            "needed; add some"
+        )
+    if kind == "string_pattern_mismatch":
+        return f"{_show(value)} does not match {ctx.get('pattern')!r}; rename it to match"
     if kind in {"model_type", "model_attributes_type", "dict_type", "mapping_type"}:
         return f"expected a mapping of keys, {got}"
     if kind in {"tuple_type", "list_type", "iterable_type"}:
