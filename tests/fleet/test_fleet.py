@@ -261,6 +261,66 @@ def test_a_burst_raises_warm_targets_and_idleness_brings_them_back(fleet: Servic
             time.sleep(0.5)
 
 
+TRAINER = """
+import asyncio, json, sys
+import ray
+from sandbox.core.sessions import Command, SessionSpec
+from sandbox.fleet import Fleet
+from sandbox.judge.batches import EvaluateRequest
+from sandbox.judge.judge import JudgeRequest
+
+async def main():
+    items = json.loads(sys.argv[3])
+    fleet = await Fleet.connect(policies_dir=sys.argv[2])
+    try:
+        judged = await fleet.judge(JudgeRequest.model_validate(items[0]))
+        lines, summary = await fleet.evaluate(EvaluateRequest.model_validate({"items": items}))
+        session = await fleet.create_session(SessionSpec())
+        ran = await fleet.exec(session.id, Command(command="echo in-cluster"))
+        await fleet.close_session(session.id)
+        return {
+            "healthy": fleet.status().healthy,
+            "judged": judged.reward,
+            "rewards": [line.result.reward for line in lines],
+            "errors": summary.errors,
+            "stdout": ran.stdout.decode(),
+        }
+    finally:
+        await fleet.close()
+
+# loopback only: without _node_ip_address Ray dials the node's own address
+ray.init(address=sys.argv[1], _node_ip_address="127.0.0.1", log_to_driver=False)
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def test_a_trainer_in_the_cluster_calls_the_fleet_without_http(
+    fleet: Service, cluster: Any, fleet_dir: Path
+) -> None:
+    """``Fleet.connect()`` from a Ray driver: judge, evaluate and a session, no HTTP."""
+    import sys
+
+    items = [item(i) for i in range(12)]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            TRAINER,
+            cluster.address,
+            str(fleet_dir / "policies"),
+            json.dumps(items),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["healthy"] == 3 and got["judged"] == expected_reward(0)
+    assert got["rewards"] == [expected_reward(i) for i in range(12)] and got["errors"] == 0
+    assert got["stdout"] == "in-cluster\n"
+
+
 def _sessions_per_host(http: httpx.Client, expected: int) -> dict[str, dict[str, Any]]:
     deadline = time.monotonic() + 30
     while True:
