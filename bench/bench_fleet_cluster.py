@@ -6,8 +6,8 @@
   running cluster; the router finds them). All hosts share this machine's cores,
   so expect it flat: the point is that routing loses nothing.
 
-The scheduler-quality simulation (100 synthetic hosts, no Docker) is fleet-sched's half
-in ``bench/bench_fleet.py``; :func:`run_cluster` is what it calls for these figures.
+``bench/bench_fleet.py`` runs the scheduler-quality simulation (100 synthetic hosts, no
+Docker) and then :func:`run_cluster`, side by side in one run.
 
     python bench/bench_fleet_cluster.py [--requests N]
 """
