@@ -5,24 +5,43 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from sandbox.service.platform import Platform, PlatformSettings
 
 from . import errors
+from .deps import bind_priority_class
 from .middleware import BodyPolicy
 from .routers import audit, compat, health, judge, pool, run, sessions
+from .routers import fleet as fleet_routes
 
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: PlatformSettings | None = None) -> FastAPI:
-    """Build the app; the platform starts (policies checked, pool warmed) in the lifespan."""
+def create_app(
+    settings: PlatformSettings | None = None,
+    *,
+    fleet: str | None = None,
+    fleet_config: Any = None,
+) -> FastAPI:
+    """Build the app; the platform starts (policies checked, pool warmed) in the lifespan.
+
+    With ``fleet`` (``auto`` or ``ray://HOST:10001``) the platform is the fleet of host
+    agents on that Ray cluster behind the same interface, scheduled by ``fleet_config``
+    (a :class:`~sandbox.fleet.config.FleetConfig`); without it Ray is never imported.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        platform = Platform(settings)
+        platform: Any
+        if fleet is None:
+            platform = Platform(settings)
+        else:
+            from sandbox.fleet.facade import FleetPlatform
+
+            platform = FleetPlatform(settings or PlatformSettings(), fleet, fleet_config)
         app.state.platform = platform
         if platform.keyring.open:
             logger.warning(
@@ -41,9 +60,10 @@ def create_app(settings: PlatformSettings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Secure code execution for RL post-training and coding-agent evaluation.",
         lifespan=lifespan,
+        dependencies=[Depends(bind_priority_class)],
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)
-    for module in (run, judge, sessions, compat, pool, audit, health):
+    for module in (run, judge, sessions, compat, pool, audit, health, fleet_routes):
         app.include_router(module.router)
     return app

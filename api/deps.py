@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from sandbox.errors import AuthenticationError
 from sandbox.service.platform import Platform
 from sandbox.service.tenants import Tenant
 
@@ -48,3 +49,26 @@ async def tenant_slot(tenant: Annotated[Tenant, Depends(get_tenant)]) -> AsyncIt
 
 TenantDep = Annotated[Tenant, Depends(get_tenant)]
 WorkingTenantDep = Annotated[Tenant, Depends(tenant_slot)]
+
+
+_REQUEST_KINDS = (("/v1/evaluate", "batch"), ("/get_reward", "batch"), ("/v1/sessions", "session"))
+PRIORITY_HEADER = "X-Priority-Class"
+
+
+async def bind_priority_class(request: Request) -> None:
+    """On a fleet, the request's priority class from ``X-Priority-Class`` (else the tenant's
+    default): 422 for an unknown class, 403 above the tenant's. A no-op on a single host, and
+    for a request without a valid key (its endpoint answers that)."""
+    platform = request.app.state.platform
+    admission = getattr(platform, "admission", None)
+    if admission is None:
+        return
+    bearer = request.headers.get("authorization", "")
+    presented = bearer[7:] if bearer.lower().startswith("bearer ") else None
+    try:
+        tenant = platform.keyring.authenticate(presented or request.headers.get("x-api-key"))
+    except AuthenticationError:
+        return
+    path = request.url.path
+    kind = next((k for prefix, k in _REQUEST_KINDS if path.startswith(prefix)), "run")
+    admission.bind(tenant.name, request.headers.get(PRIORITY_HEADER), kind)

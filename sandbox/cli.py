@@ -152,8 +152,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         snapshot_ttl_s=args.snapshot_ttl,
         snapshot_budget_bytes=args.snapshot_budget_mb << 20,
     )
+    fleet_config = None
+    if args.fleet_config is not None and args.fleet is None:
+        raise InvalidRequestError("--fleet-config configures a fleet: add --fleet auto")
+    if args.fleet is not None:
+        from sandbox.fleet.config import load_fleet_config
+
+        fleet_config = load_fleet_config(args.fleet_config)  # refused here, naming file and key
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, fleet=args.fleet, fleet_config=fleet_config),
         host=args.host,
         port=args.port,
         log_level="debug" if args.verbose else "info",
@@ -200,7 +207,76 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
     serve.add_argument(
         "--keys", type=Path, help="API keys file (else $SANDBOX_API_KEYS_FILE / $SANDBOX_API_KEYS)"
     )
+    serve.add_argument(
+        "--fleet",
+        metavar="auto|ray://HOST:10001",
+        help="route to the host agents of a Ray cluster (auto: $RAY_ADDRESS or the local one)",
+    )
+    serve.add_argument(
+        "--fleet-config",
+        type=Path,
+        help="the fleet's scheduling config (priority classes, tenants, quotas; YAML)",
+    )
     serve.set_defaults(handler=_cmd_serve)
+
+
+# --------------------------------------------------------------------------- fleet
+
+
+def _cmd_fleet_status(args: argparse.Namespace) -> int:
+    from sandbox.client import SandboxClient
+    from sandbox.fleet.status import FleetStatus
+
+    with SandboxClient(args.url, api_key=args.key) as client:
+        status = FleetStatus.model_validate(client.fleet())
+    if args.json:
+        sys.stdout.write(status.model_dump_json(indent=2) + "\n")
+        return EXIT_OK
+    sys.stdout.write(f"{status.healthy} of {len(status.hosts)} hosts healthy\n")
+    if status.scheduler is not None:
+        sched = status.scheduler
+        queued = ", ".join(f"{name} {n}" for name, n in sched.queued.items())
+        sys.stdout.write(
+            f"slots {sched.busy}/{sched.capacity} busy; queued: {queued}; "
+            f"drain {sched.drain_per_s:.1f}/s; rejected {sched.rejected}\n"
+        )
+    sys.stdout.write(
+        f"{'HOST':<28} {'STATE':<9} {'FLIGHT':>6} {'SESS':>4} {'IDLE':>4} {'BUSY':>4} "
+        f"{'START':>5} {'WAIT':>4} {'ROUTED':>7}  REASON\n"
+    )
+    for h in status.hosts:
+        sys.stdout.write(
+            f"{h.name:<28} {h.state.value:<9} {h.in_flight:>6} {h.sessions:>4} {h.idle:>4} "
+            f"{h.busy:>4} {h.starting:>5} {h.waiting:>4} {h.routed:>7}  {h.reason}\n"
+        )
+    return EXIT_OK
+
+
+def _cmd_fleet_drain(args: argparse.Namespace) -> int:
+    from sandbox.client import SandboxClient
+    from sandbox.fleet.status import HostView
+
+    with SandboxClient(args.url, api_key=args.key) as client:
+        view = HostView.model_validate(client.drain_host(args.host, timeout_s=args.timeout))
+    sys.stdout.write(f"{view.name}: {view.state.value}\n")
+    return EXIT_OK
+
+
+def _register_fleet(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sandbox.client import DEFAULT_URL
+
+    fleet = commands.add_parser("fleet", help="the hosts behind a `serve --fleet` service")
+    sub = fleet.add_subparsers(dest="fleet_command", metavar="ACTION", required=True)
+    status = sub.add_parser("status", help="hosts, health, load, calls routed")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_cmd_fleet_status)
+    drain = sub.add_parser("drain", help="finish what runs on HOST, take nothing new, release it")
+    drain.add_argument("host", help="a host's name or node id (as `fleet status` shows)")
+    drain.add_argument("--timeout", type=float, help="seconds open sessions may run on")
+    drain.set_defaults(handler=_cmd_fleet_drain)
+    for parser in (status, drain):
+        parser.add_argument("--url", default=DEFAULT_URL, help="service URL (default: %(default)s)")
+        parser.add_argument("--key", default=None, help="API key (an admin key to drain)")
 
 
 # --------------------------------------------------------------------------- run
@@ -666,6 +742,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _register_run(commands)
     _register_policy(commands)
     _register_pool(commands)
+    _register_fleet(commands)
     _register_keys(commands)
     _register_audit(commands)
     _register_eval(commands)
@@ -675,7 +752,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 # Commands whose stdout/stderr belong to the user's program or to a report: quiet logs.
-_QUIET_COMMANDS = frozenset({"run", "policy", "pool", "keys", "audit"})
+_QUIET_COMMANDS = frozenset({"run", "policy", "pool", "fleet", "keys", "audit"})
 
 
 def _configure_logging(verbose: bool, command: str) -> None:

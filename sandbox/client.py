@@ -201,6 +201,22 @@ class SandboxClient:
         body: dict[str, Any] = self._request("GET", "/healthz").json()
         return body
 
+    def fleet(self) -> dict[str, Any]:
+        """The fleet's hosts, health and load (``GET /v1/fleet``; 404 on a single host)."""
+        body: dict[str, Any] = self._request("GET", "/v1/fleet").json()
+        return body
+
+    def drain_host(self, host: str, *, timeout_s: float | None = None) -> dict[str, Any]:
+        """Drain a fleet host (``POST /v1/fleet/drain``, admin key): returns once released."""
+        payload: dict[str, Any] = {"host": host}
+        if timeout_s is not None:
+            payload["timeout_s"] = timeout_s
+        wait = (timeout_s or 300.0) + 60.0
+        body: dict[str, Any] = self._request(
+            "POST", "/v1/fleet/drain", json=payload, timeout=wait
+        ).json()
+        return body
+
     def close(self) -> None:
         self._http.close()
 

@@ -11,6 +11,7 @@ subclasses the builtin it resembles so callers can catch either::
     ├── InvalidRequestError(ValueError)   a request is malformed (unknown language, bad path, ...)
     │   └── PayloadTooLargeError          too many files, or too many bytes of them
     ├── NotFoundError(LookupError)        a named policy, image or object does not exist
+    │   └── SessionLostError              the session's host left the fleet (410)
     ├── AuthenticationError(PermissionError)  no API key, or an unknown one
     ├── ForbiddenError(PermissionError)   the key may not use this policy or object
     ├── CapacityError                     the pool is saturated; retry after ``retry_after`` s
@@ -19,6 +20,7 @@ subclasses the builtin it resembles so callers can catch either::
     └── InfrastructureError(RuntimeError) the engine or a container failed
         ├── EngineError                   the Docker engine refused or is unreachable
         ├── ContainerLostError            a container died or its runner stopped answering
+        ├── FleetUnavailableError         no healthy host in the fleet can take the request
         └── ServiceUnreachableError(ConnectionError)  the client cannot reach the service
 
 Messages say what to change.
@@ -61,6 +63,10 @@ class NotFoundError(SandboxError, LookupError):
     """A named policy, image or object does not exist."""
 
 
+class SessionLostError(NotFoundError):
+    """The host that held the session left the fleet (died or drained): start a new session."""
+
+
 class CapacityError(SandboxError):
     """The pool is saturated and the wait queue is full."""
 
@@ -97,6 +103,10 @@ class ContainerLostError(InfrastructureError):
     """A container died, or its runner stopped answering, during an operation."""
 
 
+class FleetUnavailableError(InfrastructureError):
+    """No healthy host of the fleet can take the request; the message names the hosts down."""
+
+
 class ServiceUnreachableError(InfrastructureError, ConnectionError):
     """The SDK could not reach the service, or the connection broke."""
 
@@ -109,6 +119,7 @@ ERROR_CODES: tuple[tuple[type[SandboxError], int, str], ...] = (
     (LimitError, 422, "limit_exceeded"),
     (PayloadTooLargeError, 413, "payload_too_large"),
     (InvalidRequestError, 422, "invalid_request"),
+    (SessionLostError, 410, "session_lost"),
     (NotFoundError, 404, "not_found"),
     (AuthenticationError, 401, "unauthenticated"),
     (ForbiddenError, 403, "forbidden"),
@@ -117,6 +128,7 @@ ERROR_CODES: tuple[tuple[type[SandboxError], int, str], ...] = (
     (SandboxTimeoutError, 504, "platform_timeout"),
     (EngineError, 503, "engine_unavailable"),
     (ContainerLostError, 503, "container_lost"),
+    (FleetUnavailableError, 503, "fleet_unavailable"),
     (InfrastructureError, 503, "infrastructure_error"),
     (SandboxError, 500, "sandbox_error"),
 )

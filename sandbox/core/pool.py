@@ -118,7 +118,13 @@ class _Group:
         self.created_total = 0
         self.retired_total = 0
         self.create_failures_total = 0
+        self.warm_target: int | None = None  # set by an elastic sizer; None: the policy's warm
         self.changed = asyncio.Condition()
+
+    @property
+    def warm(self) -> int:
+        """Unbound sandboxes to keep ready: the sizer's target, else the policy's ``warm``."""
+        return self.policy.pool.warm if self.warm_target is None else self.warm_target
 
     @property
     def total(self) -> int:
@@ -147,7 +153,7 @@ class _Group:
         return GroupStatus(
             policy=self.policy.name,
             image=self.image,
-            warm_target=self.policy.pool.warm,
+            warm_target=self.warm,
             max=self.policy.pool.max,
             idle=len(self.idle),
             idle_bound=sum(1 for slot in self.idle if slot.tenant is not None),
@@ -375,10 +381,23 @@ class Pool:
         group.created_total += 1
         return sandbox
 
+    def set_warm_target(self, image: str, policy: Policy, target: int) -> int:
+        """Keep ``target`` unbound sandboxes of the group warm (within 0 and the policy's
+        ``max``): more are started, idle ones beyond it are retired. Returns the target set."""
+        group = self._group(image, policy)
+        group.warm_target = max(0, min(target, policy.pool.max))
+        surplus = [slot for slot in group.idle if slot.tenant is None][group.warm_target :]
+        for slot in surplus:
+            group.idle.remove(slot)
+            group.retired_total += 1
+            self._spawn(slot.sandbox.close())
+        self._refill(group)
+        return group.warm_target
+
     def _refill(self, group: _Group) -> None:
         if self._closed:
             return
-        while group.unbound_ready < group.policy.pool.warm and group.total < group.policy.pool.max:
+        while group.unbound_ready < group.warm and group.total < group.policy.pool.max:
             group.starting += 1
             self._spawn(self._start(group))
 

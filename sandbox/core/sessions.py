@@ -243,6 +243,11 @@ class SessionManager:
             raise NotFoundError(f"no session {session_id!r}")
         return session
 
+    @property
+    def count(self) -> int:
+        """How many sessions are open, of every tenant."""
+        return len(self._sessions)
+
     def sessions_of(self, tenant: str) -> list[Session]:
         return [s for s in self._sessions.values() if s.tenant == tenant]
 

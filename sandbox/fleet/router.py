@@ -1,0 +1,459 @@
+"""The router: finds the host agents of a Ray cluster, watches them, and sends each call to one.
+
+One :class:`~sandbox.fleet.agent.HostAgent` runs on every node that offers the
+``sandbox_host`` resource; the router creates it there (or finds it, by name,
+when another router did) and heartbeats it. A host that misses
+:data:`MISSED_BEATS` heartbeats in a row, or whose actor dies, is out of
+rotation at once and listed as lost with the reason.
+
+Each call goes to a host chosen by best of K sampled healthy hosts on fresh
+load (the last heartbeat plus what this router sent since). Failure semantics:
+
+* a pure judgement (a run, a judgement, a batch item) running on a host that is
+  lost is sent once more to another host; lost again, it is an infrastructure
+  error (never a wrong answer);
+* a host that refuses new work (draining) or has no room is skipped for another;
+* a session lives on one host: its calls go there, and once that host is lost
+  they answer :class:`~sandbox.errors.SessionLostError` (410);
+* with no healthy host, :class:`~sandbox.errors.FleetUnavailableError` (503)
+  names the hosts that are down and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from sandbox.errors import (
+    ContainerLostError,
+    FleetUnavailableError,
+    NotFoundError,
+    SessionLostError,
+)
+from sandbox.fleet.agent import DRAINING, HostAgent, HostStatus
+from sandbox.fleet.config import FleetConfig
+from sandbox.fleet.placement import HostLoad, choose_host
+from sandbox.fleet.scheduler import SchedulerStats
+from sandbox.fleet.status import FleetStatus, HostState, HostView
+from sandbox.fleet.warm import AutoscaleAdvisor
+from sandbox.fleet.wire import Reply
+from sandbox.service.platform import PlatformSettings
+from sandbox.telemetry import metrics
+
+logger = logging.getLogger(__name__)
+
+RESOURCE = "sandbox_host"
+NAMESPACE = "sandbox-fleet"
+DISCOVER_EVERY_BEATS = 5
+#: How long a new agent may take to start its platform (warm its pools).
+AGENT_START_TIMEOUT_S = 300.0
+
+ROUTED = metrics.Counter(
+    "sandbox_fleet_routed_total",
+    "Calls answered through the fleet, by host and kind (run, judge, session).",
+    ["host", "kind"],
+    registry=metrics.REGISTRY,
+)
+REROUTED = metrics.Counter(
+    "sandbox_fleet_rerouted_total",
+    "Pure judgements sent again to another host because theirs was lost.",
+    registry=metrics.REGISTRY,
+)
+SCALE_REQUESTS = metrics.Counter(
+    "sandbox_fleet_autoscale_requests_total",
+    "Times the router asked Ray's autoscaler for more sandbox_host resources.",
+    registry=metrics.REGISTRY,
+)
+HOSTS = metrics.Gauge(
+    "sandbox_fleet_hosts", "Hosts of the fleet, by state.", ["state"], registry=metrics.REGISTRY
+)
+
+
+@dataclass(eq=False)
+class Host:
+    """What the router knows of one host agent."""
+
+    node_id: str
+    actor: Any
+    name: str = ""
+    state: HostState = HostState.STARTING
+    reason: str = ""
+    status: HostStatus | None = None
+    misses: int = 0
+    in_flight: int = 0  # sent by this router and not answered yet
+    sent_since_beat: int = 0
+    routed: int = 0  # answered through this router
+    last_beat: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.node_id[:12]
+
+    def load(self, max_starts: int) -> HostLoad:
+        """Fresh load for placement: the last heartbeat, less what this router sent since.
+
+        Groups are policies; every policy the host loaded is a group it serves.
+        """
+        status = self.status
+        pool = status.pool if status is not None else None
+        idle = dict.fromkeys(status.policies if status is not None else (), 0)
+        for group in pool.groups if pool is not None else ():
+            idle[group.policy] = idle.get(group.policy, 0) + group.idle - group.idle_bound
+        fresh = {name: max(0, n - self.sent_since_beat) for name, n in idle.items()}
+        return HostLoad(
+            host_id=self.node_id,
+            healthy=self.state is HostState.HEALTHY,
+            draining=self.state is HostState.DRAINING,
+            slots=status.slots if status is not None else 0,
+            busy=max(self.in_flight, status.in_flight if status is not None else 0),
+            idle_warm=fresh,
+            queue_depth=pool.waiting if pool is not None else 0,
+            starts_in_flight=sum(g.starting for g in pool.groups) if pool is not None else 0,
+            max_starts_in_flight=max_starts,
+        )
+
+
+class Router:
+    """The fleet's hosts and the routing of calls to them; ``start`` then ``close``."""
+
+    def __init__(
+        self, settings: PlatformSettings, config: FleetConfig, *, rng: random.Random | None = None
+    ) -> None:
+        self.settings = settings
+        self.config = config
+        self.heartbeat_s = config.health.heartbeat_interval_s
+        self.rng = rng or random.Random()
+        self.scheduler_stats: Callable[[], SchedulerStats] | None = None
+        self.autoscale = AutoscaleAdvisor(config.autoscale)
+        self.hosts: dict[str, Host] = {}
+        self._beats: asyncio.Task[None] | None = None
+        self._starts: set[asyncio.Task[None]] = set()
+        self.on_change: Callable[[], None] = lambda: None
+
+    # ------------------------------------------------------------------ hosts
+
+    async def start(self) -> None:
+        """Find (or create) the agent of every ``sandbox_host`` node and wait for them to start."""
+        await self._discover()
+        if self.hosts:
+            await asyncio.gather(*list(self._starts), return_exceptions=True)
+        if not self.healthy():
+            raise FleetUnavailableError(
+                f"the fleet has no healthy host: {self._down() or 'no node offers the '}"
+                f"{'' if self.hosts else RESOURCE + ' resource'}; start nodes with "
+                f"`ray start ... --resources='{{\"{RESOURCE}\": 1}}'`"
+            )
+        self._beats = asyncio.create_task(self._heartbeat_loop(), name="fleet-heartbeat")
+
+    async def close(self) -> None:
+        """Stop watching; the agents (detached actors) keep their pools for the next router."""
+        for task in [self._beats, *self._starts]:
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(
+            *[t for t in [self._beats, *self._starts] if t is not None], return_exceptions=True
+        )
+
+    def healthy(self) -> list[Host]:
+        return [h for h in self.hosts.values() if h.state is HostState.HEALTHY]
+
+    def _down(self) -> str:
+        return "; ".join(
+            f"{h.name} {h.state.value}" + (f" ({h.reason})" if h.reason else "")
+            for h in self.hosts.values()
+            if h.state is not HostState.HEALTHY
+        )
+
+    def _nodes(self) -> list[str]:
+        """Alive nodes offering the host resource (a blocking call to the cluster)."""
+        return [
+            n["NodeID"]
+            for n in ray.nodes()
+            if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1
+        ]
+
+    async def _discover(self) -> None:
+        alive = set(await asyncio.to_thread(self._nodes))
+        for node_id, host in self.hosts.items():
+            if node_id not in alive and host.state is not HostState.LOST:
+                self._lose(host, "its node left the cluster")
+        for node_id in sorted(alive - set(self.hosts)):
+            actor = (
+                ray.remote(HostAgent)
+                .options(
+                    name=f"sandbox-host-{node_id}",
+                    namespace=NAMESPACE,
+                    get_if_exists=True,
+                    lifetime="detached",
+                    num_cpus=0,
+                    resources={RESOURCE: 1},
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                    max_restarts=0,
+                    max_concurrency=1000,
+                )
+                .remote(
+                    self.settings.model_dump(mode="json"),
+                    node_id,
+                    self.config.warm.model_dump(mode="json"),
+                )
+            )
+            host = Host(node_id=node_id, actor=actor)
+            self.hosts[node_id] = host
+            task = asyncio.create_task(self._start_agent(host))
+            self._starts.add(task)
+            task.add_done_callback(self._starts.discard)
+
+    async def _start_agent(self, host: Host) -> None:
+        try:
+            reply: Reply = await asyncio.wait_for(host.actor.start.remote(), AGENT_START_TIMEOUT_S)
+            reply.unwrap()
+            await self._beat(host)
+        except RayActorError as exc:
+            self._lose(host, f"the agent died while starting: {type(exc).__name__}")
+        except Exception as exc:
+            host.state, host.reason = HostState.FAILED, f"did not start: {exc}"
+            logger.error("fleet host %s %s", host.name, host.reason)
+        self._count()
+
+    async def _heartbeat_loop(self) -> None:
+        beats = 0
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            beats += 1
+            with contextlib.suppress(Exception):  # a failed discovery is retried next time
+                if beats % DISCOVER_EVERY_BEATS == 0:
+                    await self._discover()
+            watched = [h for h in self.hosts.values() if h.state is not HostState.STARTING]
+            await asyncio.gather(*(self._beat(h) for h in watched))
+            self._count()
+            await self._maybe_scale()
+
+    async def _maybe_scale(self) -> None:
+        """Ask Ray's autoscaler for more ``sandbox_host`` when the queue stayed long."""
+        if self.scheduler_stats is None:
+            return
+        healthy = self.healthy()
+        queued = sum(self.scheduler_stats().queued.values())
+        per_host = self.slots() // len(healthy) if healthy else 1
+        ask = self.autoscale.observe(queued, hosts=len(healthy), slots_per_host=per_host)
+        if ask is None:
+            return
+        from ray.autoscaler.sdk import request_resources
+
+        logger.warning(
+            "fleet queue at %d for %.0f s: asking the autoscaler for %d hosts in all (+%d)",
+            ask.queue_length,
+            ask.above_for_s,
+            ask.total_hosts,
+            ask.add_hosts,
+        )
+        SCALE_REQUESTS.inc()
+        with contextlib.suppress(Exception):  # no autoscaler (a fixed cluster): said in the log
+            await asyncio.to_thread(request_resources, bundles=[{RESOURCE: 1}] * ask.total_hosts)
+
+    async def _beat(self, host: Host) -> None:
+        """One heartbeat: fresh load, or a miss (three in a row: lost), or a dead actor (lost)."""
+        if host.state is HostState.LOST and host.reason.startswith("actor"):
+            return  # a dead actor does not come back; a new agent is a new host
+        try:
+            status: HostStatus = await asyncio.wait_for(
+                host.actor.status.remote(), self.heartbeat_s
+            )
+        except RayActorError as exc:
+            self._lose(host, f"actor died ({type(exc).__name__})")
+            return
+        except (TimeoutError, ray.exceptions.RayError):
+            host.misses += 1
+            if (
+                host.misses >= self.config.health.missed_heartbeats
+                and host.state is not HostState.LOST
+            ):
+                self._lose(host, f"missed {host.misses} heartbeats")
+            return
+        host.status, host.name, host.misses, host.sent_since_beat = status, status.name, 0, 0
+        host.last_beat = time.monotonic()
+        if status.released:
+            host.state, host.reason = HostState.DRAINED, "drained"
+        elif status.draining:
+            host.state, host.reason = HostState.DRAINING, "draining"
+        elif status.started and host.state is not HostState.FAILED:
+            if host.state is HostState.LOST:
+                logger.warning("fleet host %s answers again: back in rotation", host.name)
+            host.state, host.reason = HostState.HEALTHY, ""
+
+    def _lose(self, host: Host, why: str) -> None:
+        if host.state is not HostState.LOST:
+            logger.error("fleet host %s is out of rotation: %s", host.name, why)
+        host.state, host.reason = HostState.LOST, why
+        self._count()
+
+    def _count(self) -> None:
+        for state in HostState:
+            HOSTS.labels(state.value).set(sum(1 for h in self.hosts.values() if h.state is state))
+        self.on_change()
+
+    # ------------------------------------------------------------------ placement
+
+    def require_healthy(self) -> None:
+        """Raise :class:`FleetUnavailableError` naming the hosts down when none is healthy."""
+        if not self.healthy():
+            raise FleetUnavailableError(
+                f"no healthy host in the fleet; hosts down: {self._down() or 'none known'}"
+            )
+
+    def slots(self) -> int:
+        """Execution slots of the healthy hosts (the scheduler's capacity)."""
+        return sum(h.status.slots for h in self.healthy() if h.status is not None)
+
+    def choose(self, policy: str, *, exclude: set[Host] | None = None) -> Host:
+        """Best of K sampled healthy hosts on fresh load for ``policy`` (503 when none)."""
+        exclude = exclude or set()
+        candidates = {h.node_id: h for h in self.healthy() if h not in exclude}
+        max_starts = self.config.quotas.max_starts_in_flight_per_host
+        loads = [h.load(max_starts) for h in candidates.values()]
+        chosen = choose_host(loads, policy, k=self.config.placement.k, rng=self.rng)
+        if chosen is None and loads:  # every host is at its bound of starts: take the least busy
+            chosen = min(loads, key=lambda load: (load.starts_in_flight, load.busy))
+        if chosen is None:
+            tried = f"; tried {sorted(h.name for h in exclude)}" if exclude else ""
+            raise FleetUnavailableError(
+                f"no healthy host in the fleet can take this request{tried}; hosts down: "
+                f"{self._down() or 'none known'}"
+            )
+        host = candidates[chosen.host_id]
+        host.sent_since_beat += 1
+        return host
+
+    async def call(self, method: str, *args: Any, policy: str, kind: str) -> Any:
+        """Run ``method`` of a chosen host's agent; see the module docstring for failures."""
+        return (await self.placed_call(method, *args, policy=policy, kind=kind))[1]
+
+    async def placed_call(
+        self, method: str, *args: Any, policy: str, kind: str
+    ) -> tuple[Host, Any]:
+        """:meth:`call`, also saying which host answered.
+
+        A host lost under the call raises :class:`ContainerLostError` after one retry
+        elsewhere; callers turn it into their infrastructure-error answer.
+        """
+        tried: set[Host] = set()
+        losses = 0
+        while True:
+            host = self.choose(policy, exclude=tried)
+            tried.add(host)
+            try:
+                reply = await self._send(host, method, *args)
+            except RayActorError as exc:
+                self._lose(host, f"actor died ({type(exc).__name__})")
+                losses += 1
+                if losses > 1:
+                    raise ContainerLostError(
+                        f"hosts {sorted(h.name for h in tried)} were lost while running this "
+                        "request; it was not judged (an infrastructure error, not a verdict)"
+                    ) from None
+                REROUTED.inc()
+                continue
+            if reply.code == DRAINING:
+                host.state, host.reason = HostState.DRAINING, "draining"
+                continue
+            if reply.code == "capacity_exhausted" and self._others(tried):
+                continue  # no room there: another host may have some
+            self._answered(host, kind)
+            return host, reply.unwrap()
+
+    @staticmethod
+    def _answered(host: Host, kind: str) -> None:
+        host.routed += 1
+        ROUTED.labels(host.name, kind).inc()
+
+    def _others(self, tried: set[Host]) -> bool:
+        return any(h not in tried for h in self.healthy())
+
+    async def _send(self, host: Host, method: str, *args: Any) -> Reply:
+        host.in_flight += 1
+        try:
+            reply: Reply = await getattr(host.actor, method).remote(*args)
+            return reply
+        finally:
+            host.in_flight -= 1
+
+    # ------------------------------------------------------------------ sessions
+
+    async def call_on(self, host: Host, session_id: str, method: str, *args: Any) -> Any:
+        """Call ``method`` on ``host``, which holds ``session_id`` (410 once it is lost)."""
+        self.check_session_host(session_id, host)
+        try:
+            reply = await self._send(host, method, *args)
+        except RayActorError as exc:
+            self._lose(host, f"actor died ({type(exc).__name__})")
+            self.check_session_host(session_id, host)
+            raise
+        self._answered(host, "session")
+        return reply.unwrap()
+
+    @staticmethod
+    def check_session_host(session_id: str, host: Host) -> None:
+        if host.state in (HostState.LOST, HostState.DRAINED, HostState.FAILED):
+            raise SessionLostError(
+                f"session {session_id!r} was on host {host.name}, which is {host.state.value} "
+                f"({host.reason}); its workspace is gone: start a new session"
+            )
+
+    # ------------------------------------------------------------------ operations
+
+    def host_named(self, name: str) -> Host:
+        for host in self.hosts.values():
+            if name in (host.name, host.node_id, host.node_id[:12]) or host.name.startswith(name):
+                return host
+        raise NotFoundError(
+            f"no fleet host {name!r}; hosts: {sorted(h.name for h in self.hosts.values())}"
+        )
+
+    async def drain(self, name: str, timeout_s: float) -> HostView:
+        """Take ``name`` out of rotation, let its work finish, release its containers."""
+        host = self.host_named(name)
+        host.state, host.reason = HostState.DRAINING, "draining"
+        self._count()
+        try:
+            await host.actor.drain.remote(timeout_s)
+        except RayActorError as exc:
+            self._lose(host, f"actor died ({type(exc).__name__})")
+        else:
+            await self._beat(host)
+        return self.view(host)
+
+    def view(self, host: Host) -> HostView:
+        groups = host.status.pool.groups if host.status and host.status.pool else []
+        return HostView(
+            name=host.name,
+            node_id=host.node_id,
+            owner=host.status.owner if host.status else "",
+            state=host.state,
+            reason=host.reason,
+            in_flight=host.in_flight,
+            sessions=host.status.sessions if host.status else 0,
+            idle=sum(g.idle for g in groups),
+            busy=sum(g.busy for g in groups),
+            starting=sum(g.starting for g in groups),
+            waiting=host.status.pool.waiting if host.status and host.status.pool else 0,
+            routed=host.routed,
+            seconds_since_heartbeat=round(time.monotonic() - host.last_beat, 3),
+        )
+
+    def status(self) -> FleetStatus:
+        views = [self.view(h) for h in sorted(self.hosts.values(), key=lambda h: h.name)]
+        stats = self.scheduler_stats() if self.scheduler_stats is not None else None
+        return FleetStatus(
+            hosts=views,
+            healthy=len(self.healthy()),
+            scheduler=stats,
+        )

@@ -1,0 +1,419 @@
+"""The fleet end to end: three Ray nodes, a host agent on each, one API in front.
+
+Real Ray (``ray.cluster_utils.Cluster`` on loopback), real Docker, real HTTP. The
+tests run in file order: the failover test removes a node and the drain test
+drains what is left, so they come last.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+import pytest
+
+from sandbox.host.labels import LABEL_OWNER
+from tests.conftest import SANDBOX_BIN, Service, metric
+
+from .conftest import KEYS, client
+
+pytestmark = pytest.mark.docker
+
+ITEMS = 300
+
+
+def item(i: int) -> dict[str, Any]:
+    """A small function-test item: two in three are right, one in three is wrong."""
+    body = "x + 1" if i % 3 else "x - 1"
+    return {
+        "id": f"item-{i}",
+        "code": f"def f(x):\n    return {body}\n",
+        "tests": {
+            "kind": "function",
+            "entry_point": "f",
+            "cases": [{"args": [i], "expected": i + 1}],
+        },
+    }
+
+
+def expected_reward(i: int) -> float:
+    return 1.0 if i % 3 else 0.0
+
+
+def evaluate(
+    http: httpx.Client, n: int, *, concurrency: int, **headers: str
+) -> list[dict[str, Any]]:
+    body = {"items": [item(i) for i in range(n)], "concurrency": concurrency}
+    with http.stream("POST", "/v1/evaluate", json=body) as response:
+        assert response.status_code == 200, response.read()
+        return [json.loads(line) for line in response.iter_lines() if line.strip()]
+
+
+def verdicts(lines: list[dict[str, Any]]) -> dict[int, tuple[Any, ...]]:
+    return {
+        line["index"]: (
+            line["result"]["reward"],
+            line["result"]["passed"],
+            line["result"]["total"],
+            line["result"]["error_class"],
+        )
+        for line in lines[:-1]
+    }
+
+
+class Streamed:
+    """An /v1/evaluate batch read in a thread: its lines as they come, and when it ended."""
+
+    def __init__(self, http: httpx.Client, n: int, concurrency: int, **headers: str) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        body = {"items": [item(i) for i in range(n)], "concurrency": concurrency}
+
+        def read() -> None:
+            try:
+                with http.stream("POST", "/v1/evaluate", json=body, headers=headers) as response:
+                    for line in response.iter_lines():
+                        if line.strip():
+                            self.lines.append(json.loads(line))
+            except BaseException as exc:
+                self.error = exc
+            finally:
+                self.done.set()
+
+        self.thread = threading.Thread(target=read, daemon=True)
+        self.thread.start()
+
+    def wait_for(self, count: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.lines) < count and not self.done.is_set():
+            assert time.monotonic() < deadline, f"only {len(self.lines)} lines"
+            time.sleep(0.05)
+
+    def result(self, timeout: float = 300) -> list[dict[str, Any]]:
+        self.thread.join(timeout)
+        assert self.done.is_set() and self.error is None, self.error
+        return self.lines
+
+
+def fleet_status(http: httpx.Client) -> dict[str, Any]:
+    response = http.get("/v1/fleet")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+@pytest.fixture(scope="module")
+def single_host_verdicts(fleet_dir: Path) -> dict[int, tuple[Any, ...]]:
+    """The same batch on the plain single-host service (same policies)."""
+    svc = Service(policies=fleet_dir / "policies", log_dir=fleet_dir)
+    try:
+        svc.wait_ready()
+        with httpx.Client(base_url=svc.url, timeout=300) as http:
+            return verdicts(evaluate(http, ITEMS, concurrency=8))
+    finally:
+        svc.stop()
+
+
+def test_a_batch_is_spread_over_every_host_with_the_single_host_verdicts(
+    fleet: Service, single_host_verdicts: dict[int, tuple[Any, ...]]
+) -> None:
+    with client(fleet) as http:
+        before = http.get("/metrics").text
+        lines = evaluate(http, ITEMS, concurrency=24)
+        after = http.get("/metrics").text
+        status = fleet_status(http)
+    summary = lines[-1]
+    assert summary["done"] and summary["items"] == ITEMS and summary["errors"] == 0
+    assert verdicts(lines) == single_host_verdicts
+    assert sorted(verdicts(lines)) == list(range(ITEMS))
+    hosts = [h["name"] for h in status["hosts"]]
+    assert len(hosts) == 3 and status["healthy"] == 3
+    per_host = {
+        name: metric(after, "sandbox_fleet_routed_total", host=name, kind="judge")
+        - metric(before, "sandbox_fleet_routed_total", host=name, kind="judge")
+        for name in hosts
+    }
+    assert sum(per_host.values()) == ITEMS
+    assert all(count > 0 for count in per_host.values()), per_host
+
+
+def test_run_judge_and_sessions_work_unchanged_through_the_fleet(fleet: Service) -> None:
+    with client(fleet) as http:
+        ran = http.post("/v1/run", json={"code": "print(6 * 7)"})
+        assert ran.status_code == 200 and ran.json()["stdout"] == "42\n"
+        judged = http.post("/v1/judge", json=item(1))
+        assert judged.status_code == 200 and judged.json()["reward"] == 1.0
+        compat = http.post("/run_code", json={"code": "print('hi')", "language": "python"})
+        assert compat.status_code == 200 and compat.json()["run_result"]["stdout"] == "hi\n"
+        created = http.post("/v1/sessions", json={"files": {"a.txt": "hello"}})
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        out = http.post(
+            f"/v1/sessions/{sid}/exec", json={"command": "cat a.txt; echo more >> a.txt"}
+        )
+        assert out.status_code == 200 and out.json()["stdout"] == "hello"
+        read = http.get(f"/v1/sessions/{sid}/files", params={"path": "a.txt"})
+        assert read.status_code == 200 and read.json()["content_base64"] == "aGVsbG9tb3JlCg=="
+        assert http.get(f"/v1/sessions/{sid}").json()["commands"] == 1
+        assert http.delete(f"/v1/sessions/{sid}").status_code == 204
+        assert http.get(f"/v1/sessions/{sid}").status_code == 404
+        assert http.get("/v1/pool").json()["groups"][0]["policy"] == "default"
+
+
+def test_an_unknown_class_is_422_and_one_above_the_tenants_is_403(fleet: Service) -> None:
+    with client(fleet, "trainer") as http:
+        unknown = http.post("/v1/run", json={"code": "1"}, headers={"X-Priority-Class": "vip"})
+        assert unknown.status_code == 422, unknown.text
+        assert "vip" in unknown.json()["message"]
+        above = http.post(
+            "/v1/run", json={"code": "1"}, headers={"X-Priority-Class": "interactive"}
+        )
+        assert above.status_code == 403, above.text
+        assert "evaluation" in above.json()["message"]  # the tenant's ceiling, named
+        body = {"items": [item(1)]}
+        refused = http.post("/v1/evaluate", json=body, headers={"X-Priority-Class": "interactive"})
+        assert refused.status_code == 403, refused.text
+        allowed = http.post(
+            "/v1/run", json={"code": "print(1)"}, headers={"X-Priority-Class": "evaluation"}
+        )
+        assert allowed.status_code == 200 and allowed.json()["stdout"] == "1\n"
+
+
+def test_interactive_runs_are_served_while_a_training_batch_saturates_the_fleet(
+    fleet: Service,
+) -> None:
+    with client(fleet, "trainer") as trainer, client(fleet, "alice") as alice:
+        batch = Streamed(trainer, 240, concurrency=64)  # trainer's default class: training
+        batch.wait_for(12)
+        queued = fleet_status(alice)["scheduler"]["queued"]
+        assert queued["training"] > 0, queued  # saturated: training work is waiting
+        for _ in range(3):
+            ran = alice.post("/v1/run", json={"code": "print('now')"})  # interactive by default
+            assert ran.status_code == 200 and ran.json()["stdout"] == "now\n"
+        assert not batch.done.is_set(), "the interactive runs waited for the batch to drain"
+        lines = batch.result()
+    assert lines[-1]["items"] == 240 and lines[-1]["errors"] == 0
+
+
+def test_tenants_share_the_fleet_by_their_weights(fleet: Service) -> None:
+    """light (weight 1) and heavy (weight 3) both flood: served counts over a window are 1:3."""
+    with client(fleet, "light") as light, client(fleet, "heavy") as heavy:
+        batches = [Streamed(light, 400, concurrency=64), Streamed(heavy, 400, concurrency=64)]
+
+        def served() -> Counter[str]:
+            return Counter(fleet_status(light)["scheduler"]["served"])
+
+        deadline = time.monotonic() + 120
+        while (first := served())["light"] + first["heavy"] < 40 or min(first.values()) == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        start = first
+        while (now := served())["light"] + now["heavy"] - start["light"] - start["heavy"] < 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert all(not b.done.is_set() for b in batches), "a tenant stopped flooding in the window"
+        window = {t: now[t] - start[t] for t in ("light", "heavy")}
+        for batch in batches:
+            batch.result()
+    ratio = window["heavy"] / window["light"]
+    assert 3 * 0.85 <= ratio <= 3 * 1.15, window
+
+
+def test_a_queue_that_stays_long_asks_the_autoscaler_for_hosts(fleet: Service) -> None:
+    """Queue over 20 for 1 s (the test config): the router calls request_resources, once."""
+    with client(fleet, "trainer") as http:
+        batch = Streamed(http, 300, concurrency=64)
+        deadline = time.monotonic() + 60
+        while metric(http.get("/metrics").text, "sandbox_fleet_autoscale_requests_total") < 1:
+            assert time.monotonic() < deadline and not batch.done.is_set(), "no request made"
+            time.sleep(0.2)
+        batch.result()
+
+
+def test_a_burst_raises_warm_targets_and_idleness_brings_them_back(fleet: Service) -> None:
+    def targets(http: httpx.Client) -> list[int]:
+        return [g["warm_target"] for g in http.get("/v1/pool").json()["groups"]]
+
+    floor = [3]  # one group, the floor of 1 on each of the 3 hosts
+    with client(fleet) as http:
+        deadline = time.monotonic() + 60
+        while targets(http) != floor:  # earlier tests' bursts have gone idle
+            assert time.monotonic() < deadline, targets(http)
+            time.sleep(0.5)
+        burst = Streamed(http, 200, concurrency=32)
+        deadline = time.monotonic() + 60
+        while (raised := targets(http)) == floor:
+            assert time.monotonic() < deadline and not burst.done.is_set(), "no target rose"
+            time.sleep(0.1)
+        assert raised[0] > floor[0]
+        burst.result()
+        deadline = time.monotonic() + 60
+        while targets(http) != floor:  # idle_after_s of the test config: 4 s
+            assert time.monotonic() < deadline, "the warm targets stayed up while idle"
+            time.sleep(0.5)
+
+
+TRAINER = """
+import asyncio, json, sys
+import ray
+from sandbox.core.sessions import Command, SessionSpec
+from sandbox.fleet import Fleet
+from sandbox.judge.batches import EvaluateRequest
+from sandbox.judge.judge import JudgeRequest
+
+async def main():
+    items = json.loads(sys.argv[3])
+    fleet = await Fleet.connect(policies_dir=sys.argv[2])
+    try:
+        judged = await fleet.judge(JudgeRequest.model_validate(items[0]))
+        lines, summary = await fleet.evaluate(EvaluateRequest.model_validate({"items": items}))
+        session = await fleet.create_session(SessionSpec())
+        ran = await fleet.exec(session.id, Command(command="echo in-cluster"))
+        await fleet.close_session(session.id)
+        return {
+            "healthy": fleet.status().healthy,
+            "judged": judged.reward,
+            "rewards": [line.result.reward for line in lines],
+            "errors": summary.errors,
+            "stdout": ran.stdout.decode(),
+        }
+    finally:
+        await fleet.close()
+
+# loopback only: without _node_ip_address Ray dials the node's own address
+ray.init(address=sys.argv[1], _node_ip_address="127.0.0.1", log_to_driver=False)
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def test_a_trainer_in_the_cluster_calls_the_fleet_without_http(
+    fleet: Service, cluster: Any, fleet_dir: Path
+) -> None:
+    """``Fleet.connect()`` from a Ray driver: judge, evaluate and a session, no HTTP."""
+    import sys
+
+    items = [item(i) for i in range(12)]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            TRAINER,
+            cluster.address,
+            str(fleet_dir / "policies"),
+            json.dumps(items),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["healthy"] == 3 and got["judged"] == expected_reward(0)
+    assert got["rewards"] == [expected_reward(i) for i in range(12)] and got["errors"] == 0
+    assert got["stdout"] == "in-cluster\n"
+
+
+def _sessions_per_host(http: httpx.Client, expected: int) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + 30
+    while True:
+        hosts = {h["node_id"]: h for h in fleet_status(http)["hosts"]}
+        if sum(h["sessions"] for h in hosts.values()) >= expected:
+            return hosts
+        assert time.monotonic() < deadline, hosts
+        time.sleep(0.2)
+
+
+def _owned(owner: str) -> list[str]:
+    engine = docker.from_env(timeout=60)
+    try:
+        found = engine.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={owner}"})
+        return [c.short_id for c in found]
+    finally:
+        engine.close()
+
+
+def test_a_lost_host_loses_nothing_but_its_sessions(fleet: Service, cluster: Any) -> None:
+    workers = {node.node_id: node for node in cluster.worker_nodes}
+    with client(fleet) as http:
+        sessions: list[str] = []
+        victim = None
+        while victim is None:
+            assert len(sessions) < 12, "no session landed on a worker node"
+            created = http.post("/v1/sessions", json={})
+            assert created.status_code == 201, created.text
+            sessions.append(created.json()["id"])
+            hosts = _sessions_per_host(http, len(sessions))
+            victim = next((h for n, h in hosts.items() if n in workers and h["sessions"]), None)
+        assert _owned(victim["owner"]), "the victim host has no containers to lose"
+
+        rerouted = metric(http.get("/metrics").text, "sandbox_fleet_rerouted_total")
+        batch = Streamed(http, ITEMS, concurrency=16)
+        batch.wait_for(30)
+        cluster.remove_node(workers[victim["node_id"]], allow_graceful=False)
+        lines = batch.result()
+        # items that were running on the lost host were sent again to another one
+        assert metric(http.get("/metrics").text, "sandbox_fleet_rerouted_total") > rerouted
+
+        indices = Counter(line["index"] for line in lines[:-1])
+        assert sorted(indices) == list(range(ITEMS)) and set(indices.values()) == {1}
+        assert lines[-1]["items"] == ITEMS and lines[-1]["errors"] == 0
+        wrong = [
+            line["index"]
+            for line in lines[:-1]
+            if line["result"]["reward"] is not None
+            and line["result"]["reward"] != expected_reward(line["index"])
+        ]
+        assert not wrong, f"items scored wrong after the loss: {wrong}"
+        unjudged = [line for line in lines[:-1] if line["result"]["reward"] is None]
+        assert all(line["result"]["error_class"] == "infra" for line in unjudged)
+
+        answers: Counter[int] = Counter()
+        for sid in sessions:
+            response = http.post(f"/v1/sessions/{sid}/exec", json={"command": "true"})
+            answers[response.status_code] += 1
+            if response.status_code == 410:
+                assert response.json()["code"] == "session_lost"
+                assert victim["name"] in response.json()["message"]
+            else:
+                assert response.status_code == 200, response.text
+        assert answers[410] == victim["sessions"], answers
+        lost = next(h for h in fleet_status(http)["hosts"] if h["node_id"] == victim["node_id"])
+        assert lost["state"] == "lost" and lost["reason"]
+        for sid in sessions:
+            http.delete(f"/v1/sessions/{sid}")
+
+    deadline = time.monotonic() + 60
+    while _owned(victim["owner"]):
+        assert time.monotonic() < deadline, "the lost host's containers remain after 60 s"
+        time.sleep(1)
+
+
+def test_drain_then_no_healthy_host_is_503_naming_the_hosts(fleet: Service) -> None:
+    cli = [str(SANDBOX_BIN), "fleet"]
+    key = ["--url", fleet.url, "--key", KEYS["alice"]]
+    shown = subprocess.run([*cli, "status", *key], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    with client(fleet) as http:
+        healthy = [h for h in fleet_status(http)["hosts"] if h["state"] == "healthy"]
+        assert healthy and all(h["name"] in shown.stdout for h in healthy)
+        for host in healthy:
+            drained = subprocess.run(
+                [*cli, "drain", host["name"], *key], capture_output=True, text=True, timeout=400
+            )
+            assert drained.returncode == 0, drained.stderr
+            assert "drained" in drained.stdout
+            assert not _owned(host["owner"]), "a drained host kept containers"
+        refused = http.post("/v1/run", json={"code": "print(1)"})
+        assert refused.status_code == 503, refused.text
+        body = refused.json()
+        assert body["code"] == "fleet_unavailable"
+        for host in fleet_status(http)["hosts"]:
+            assert host["name"] in body["message"]
