@@ -567,7 +567,11 @@ class Judge:
         ``runner/harness/run_candidate.py``), ``test_timeout_s`` per run. The
         candidate then cannot read the tests, signal or trace the test processes, or
         write the report: what it prints is data the tests check. The command must
-        keep it that way (never echo the program's output as report lines).
+        keep it that way (never echo the program's output as report lines). Nor can
+        it read the test processes' ``/proc`` entries: a shell ``command`` runs from
+        a file (``COMMAND_SCRIPT``), never from a command line, and the runner
+        confines the peer (``runner/landlock.py``; runc only, see docs/security.md
+        for what gVisor still shows).
         """
         judge_env = {
             **env,
