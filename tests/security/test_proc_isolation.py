@@ -63,6 +63,7 @@ for pid in os.listdir("/proc"):
         continue
     seen += 1
     paths = [f"/proc/{pid}/{leaf}" for leaf in ("cmdline", "environ", "maps")]
+    paths.append(f"/proc/self/root/proc/{pid}/cmdline")  # the same file by another path
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
