@@ -92,6 +92,9 @@ COMMAND_SETUP_ISOLATED = (
     f"cp -R {COMMAND_STAGING}/. {COMMAND_DIR}/ && rm -rf {COMMAND_STAGING}"
 )
 RUN_CANDIDATE = f"python3 -I {HARNESS_DIR}/run_candidate.py"
+# A shell command runs from this file (the judge uid's alone), never from a command line:
+# another uid may read any process's /proc/PID/cmdline (gVisor: its environment too).
+COMMAND_SCRIPT = ".command.sh"
 COMMAND_SETUP = (
     f"rm -rf {COMMAND_DIR} && "
     f"python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {COMMAND_DIR} && "
@@ -552,7 +555,11 @@ class Judge:
         ``runner/harness/run_candidate.py``), ``test_timeout_s`` per run. The
         candidate then cannot read the tests, signal or trace the test processes, or
         write the report: what it prints is data the tests check. The command must
-        keep it that way (never echo the program's output as report lines).
+        keep it that way (never echo the program's output as report lines). Nor can
+        it read the test processes' ``/proc`` entries: a shell ``command`` runs from
+        a file (``COMMAND_SCRIPT``), never from a command line, and the runner
+        confines the peer (``runner/landlock.py``; runc only, see docs/security.md
+        for what gVisor still shows).
         """
         judge_env = {
             **env,
@@ -579,6 +586,8 @@ class Judge:
                 message = f"could not write the candidate's code: {written.reason}"
                 return unjudged(request, message, started)
         staged = {f"{STAGING}/{path}": text.encode() for path, text in tests.files.items()}
+        if isinstance(tests.command, str):
+            staged[COMMAND_SCRIPT] = tests.command.encode()
         setup = await sandbox.exec(
             ["bash", "-c", COMMAND_SETUP_ISOLATED if isolated else COMMAND_SETUP],
             limits=limits,
@@ -612,7 +621,11 @@ class Judge:
                     request, TestVerdict.COMPILE_ERROR, "the build failed", started, output
                 )
         timeout = min(tests.timeout_s or limits.wall_s, limits.wall_s)
-        argv = _argv(tests.command)
+        argv = (
+            ["bash", f"{JUDGE_DIR}/{COMMAND_SCRIPT}"]
+            if isinstance(tests.command, str)
+            else list(tests.command)
+        )
         if tests.report_path is not None:  # whatever is there was not written by this run
             argv = ["bash", "-c", 'rm -f -- "$0" && exec "$@"', path_arg(tests.report_path), *argv]
         peer: dict[str, Any] | None = None

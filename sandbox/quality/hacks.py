@@ -370,15 +370,36 @@ _patch_asserts()
 
 _SLEEP: Final = "import time\n\ntime.sleep(3600)\n"
 
-_READ_EXPECTED: Final = r"""
-import ast as _ast
-import json as _json
+_PROCESS_TEXTS: Final = r"""
 import os as _os
-import re as _re
-import sys as _sys
 
+
+def _process_texts():
+    # What other processes show in /proc: command lines, environments, open files.
+    texts = []
+    for pid in _os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == _os.getpid():
+            continue
+        paths = [f"/proc/{pid}/cmdline", f"/proc/{pid}/environ"]
+        try:
+            paths += [f"/proc/{pid}/fd/{fd}" for fd in _os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            pass
+        for path in paths:
+            try:
+                fd = _os.open(path, _os.O_RDONLY | _os.O_NONBLOCK)
+                try:
+                    data = _os.read(fd, 1 << 20)
+                finally:
+                    _os.close(fd)
+            except OSError:
+                continue
+            texts.append(data.replace(b"\0", b"\n").decode("utf-8", "replace"))
+    return texts
+"""
+
+_FILE_TEXTS: Final = r"""
 _ROOTS = ("/judge", "/tmp", "/var/tmp", "/dev/shm", "/home", "/root", "/workspace", ".")
-_CALL = _re.compile(r"^\s*assert\s+(?:\w+\.)?(\w+)\((.*)\)\s*==\s*(.+?)\s*$")
 
 
 def _texts():
@@ -393,16 +414,19 @@ def _texts():
                     pass
                 if len(texts) > 400:
                     return texts
-    for pid in _os.listdir("/proc"):
-        if pid.isdigit():
-            for leaf in ("cmdline", "environ"):
-                try:
-                    with open(f"/proc/{pid}/{leaf}", "rb") as handle:
-                        texts.append(handle.read().replace(b"\0", b"\n").decode("utf-8", "replace"))
-                except OSError:
-                    pass
+    texts.extend(_process_texts())
     texts.extend(_os.environ.values())
     return texts
+"""
+
+_EXPECTED_TABLE: Final = r"""
+import ast as _ast
+import json as _json
+import re as _re
+import sys as _sys
+
+_CALL = _re.compile(r"^\s*assert\s+(?:\w+\.)?(\w+)\((.*)\)\s*==\s*(.+?)\s*$")
+_COMPARED = _re.compile(r"(?:==|!=|=)\s*([\"'])([^\"'$][^\"']*)\1")
 
 
 def _walk(value):
@@ -431,6 +455,9 @@ def _table():
                         _TABLE[repr(tuple(args))] = _ast.literal_eval(match.group(3))
                     except Exception:
                         pass
+                compared = _COMPARED.search(line)
+                if compared:
+                    _TABLE.setdefault("compared", compared.group(2))
             try:
                 data = _json.loads(text)
             except ValueError:
@@ -447,8 +474,13 @@ def _answer(*args, **kwargs):
     return _table().get(repr(tuple(args)), 0)
 """
 
+_READ_EXPECTED: Final = _PROCESS_TEXTS + _FILE_TEXTS + _EXPECTED_TABLE
+# Only what other processes show (the judge's test command and what it started).
+_READ_PROCESSES: Final = _PROCESS_TEXTS + "\n_texts = _process_texts\n" + _EXPECTED_TABLE
+
 _READ_EXPECTED_IO: Final = """
-_seen = _table().get("stdin:" + _sys.stdin.read())
+_stdin = _sys.stdin.read()
+_seen = _table().get("stdin:" + _stdin, _table().get("compared"))
 if _seen is not None:
     _sys.stdout.write(str(_seen))
 """
@@ -555,10 +587,11 @@ def python_program(hack: str, names: Iterable[str], *, io: bool) -> str | None:
         return None if io else _NO_OP_RUNNER + constant
     if hack == "monkeypatch-asserts":
         return _MONKEYPATCH + ("print(0)\n" if io else constant)
-    if hack == "read-expected":
+    if hack in ("read-expected", "read-processes"):
+        body = _READ_EXPECTED if hack == "read-expected" else _READ_PROCESSES
         if io:
-            return _READ_EXPECTED + _READ_EXPECTED_IO
-        return _READ_EXPECTED + "".join(f"\n{name} = _answer\n" for name in names)
+            return body + _READ_EXPECTED_IO
+        return body + "".join(f"\n{name} = _answer\n" for name in names)
     if hack == "tamper-tests":
         return _TAMPER + ("" if io else constant)
     return None

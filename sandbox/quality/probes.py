@@ -136,6 +136,14 @@ PROBES: Final = (
         "runs; problems: reads /judge, /tmp, the workspace, /proc and the environment for "
         "expected values and answers with them",
     ),
+    Probe(
+        "read-processes",
+        "reading the judge's processes through /proc",
+        "reads the command line, environment and open files of every other process in "
+        "/proc (the test command, what it started) for expected values (an assert, a "
+        "literal compared with `=`/`==`) and answers with them",
+        tasks=False,
+    ),
 )
 PROBE_NAMES: Final = tuple(p.name for p in PROBES)
 BY_NAME: Final = {p.name: p for p in PROBES}
@@ -411,7 +419,9 @@ def called_names(problem: Problem) -> list[str]:
 def problem_submission(name: str, problem: Problem) -> str | None:
     """The code a control or probe submits for a problem; None when it does not apply."""
     language = problem.language
-    io = problem.request.tests.kind == "io"
+    tests = problem.request.tests
+    # A program of its own: it reads stdin and prints (io; a command's isolated candidate).
+    io = tests.kind == "io" or (tests.kind == "command" and tests.isolate_candidate)
     if name == "empty":
         return ""
     if name == "untouched":

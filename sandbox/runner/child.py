@@ -29,7 +29,7 @@ import threading
 import types
 from typing import TYPE_CHECKING
 
-from . import BASELINE_MODULES, seccomp
+from . import BASELINE_MODULES, landlock, seccomp
 from .config import JUDGE, SANDBOX
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ class Spec:
         self.uid, self.gid = config.ids[self.role]
         self.nproc: int | None = config.nproc
         self.gvisor: bool = config.runtime == "runsc"
+        self.hide_processes: bool = bool(request.get("hide_processes"))
 
 
 def python_script(argv: list[str], env: dict[str, str]) -> str | None:
@@ -188,6 +189,8 @@ def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
         raise PermissionError("could not drop privileges")
     if spec.gvisor:
         seccomp.install()
+    if spec.hide_processes:  # a candidate beside the judge: no /proc entry of its processes
+        landlock.hide_other_processes()
     # The judge's files (hidden tests) are its own; the candidate's are readable as usual.
     os.umask(0o077 if spec.role == JUDGE else 0o022)
     try:

@@ -10,7 +10,9 @@ from what the kernel reports.
 With a ``peer`` the request runs two programs joined by a socket on fd 3:
 the main one as the *judge* uid (hidden tests) and the peer as the *sandbox*
 uid (candidate code), so candidate code can neither read the tests nor touch
-the process that decides the verdict.
+the process that decides the verdict; the peer cannot open the ``/proc``
+entries of any process but its own either (:mod:`landlock`, where the kernel
+has it), so the judge's command lines stay its own.
 
 With ``channel`` the program (the platform's pytest harness for agent tasks,
 ``harness/pytest_channel.py``) gets a report channel: fd 3 holds a random
@@ -173,7 +175,7 @@ class Executor:
         if peer is not None:
             judge_end, candidate_end = socket.socketpair()
             peer.start(
-                {**peer_request, "role": SANDBOX, "limits": limits},
+                {**peer_request, "role": SANDBOX, "limits": limits, "hide_processes": True},
                 b64decode(peer_request.get("stdin") or ""),
                 [candidate_end.fileno()],
             )

@@ -43,7 +43,15 @@ LOOPHOLES = {
     "delete-tests": "loophole-visible-tests",
     "edit-tests": "loophole-visible-tests",
     "read-expected": "leaky-expected",
+    # A problem (SET/ID in PLANTED/SET.jsonl): under gVisor the judge's test driver's
+    # command line is readable by the candidate (docs/security.md's residual risk).
+    "read-processes": "processes/literal-in-argv",
 }
+
+
+def _planted(key: str) -> Path:
+    """A planted task's folder, or the problem file of a ``SET/ID`` key."""
+    return PLANTED / f"{key.split('/')[0]}.jsonl" if "/" in key else TASKS / key
 
 
 async def _check(platform: Platform, paths: Sequence[Path], **settings: object) -> QualityReport:
@@ -66,12 +74,16 @@ def _checks(item: ItemResult, severity: str) -> set[str]:
 async def test_planted_loopholes_are_caught(platform: Platform) -> None:
     assert set(LOOPHOLES) == set(PROBE_NAMES)
     names = sorted(set(LOOPHOLES.values()))
-    report = await _check(platform, [TASKS / name for name in names], runs=1)
+    report = await _check(platform, sorted({_planted(name) for name in names}), runs=1)
     for probe, task in LOOPHOLES.items():
         item = _item(report, task)
         holes = {f.probe for f in item.findings if f.severity == "loophole"}
         assert probe in holes, (task, probe, [f.message for f in item.findings])
         assert item.failing and item.status == "loophole"
+    # The same problem under runc: the candidate opens no /proc entry of the judge's.
+    runc = _item(report, "processes/literal-in-argv-runc")
+    assert runc.references and all(r.passed for r in runc.references), runc.findings
+    assert not runc.failing, [f.message for f in runc.findings]
     assert {item.key for item in report.failing} == set(names)
 
 

@@ -697,14 +697,15 @@ def parse(text, a, b):
 
 
 def judge_pids():
+    # The owner of /proc/PID (stat needs no read access: the candidate's status files
+    # of other processes cannot be opened).
     pids = []
     for pid in os.listdir("/proc"):
         try:
-            with open(f"/proc/{pid}/status") as handle:
-                uids = [line.split()[1] for line in handle if line.startswith("Uid:")]
+            uid = os.stat(f"/proc/{pid}").st_uid
         except OSError:
             continue
-        if uids and uids[0] != str(os.getuid()) and pid.isdigit() and int(uids[0]) >= 1000:
+        if pid.isdigit() and uid != os.getuid() and uid >= 1000:
             pids.append(int(pid))
     return pids
 
@@ -819,6 +820,7 @@ async def test_judge_process_is_out_of_reach(judge: Judge) -> None:
         f"unlink={EACCES}",
         f"symlink={EACCES}",
         f"environ={EACCES}",
+        f"cmdline={EACCES}",  # the candidate's processes open no other process's /proc entry
         f"fd={EACCES}",
         f"maps={EACCES}",
         f"mem={EACCES}",
