@@ -29,6 +29,7 @@ RANKS: dict[str, int] = {
     "telemetry": 3,
     "host": 3,
     "backends": 4,
+    "environments": 4,
     "core": 5,
     "judge": 6,
     "service": 7,
