@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from sandbox.core.validation import MAX_FILES, MAX_FILES_BYTES, check_relative_path
+from sandbox.environments import EnvironmentSpec
 from sandbox.errors import InvalidRequestError
 
 __all__ = [
@@ -171,6 +172,8 @@ class Task:
     solution_executable: frozenset[str] = field(default_factory=frozenset)
     digest: str = ""
     """sha256 over task.yaml and every file: a changed task is a different task."""
+    environment: EnvironmentSpec | None = None
+    """The task's own environment (its Dockerfile or image); None: ``config.image``."""
 
     @property
     def solve_script(self) -> bytes | None:
