@@ -41,3 +41,6 @@ class EnvironmentSpec(BaseModel):
     root: bool = Field(default=False, description="the agent runs as root (gVisor only)")
     build_timeout_s: float = Field(default=600.0, gt=0, le=7200, allow_inf_nan=False)
     env: dict[str, str] = Field(default_factory=dict)
+    build_args: dict[str, str] = Field(
+        default_factory=dict, description="--build-arg values (part of the content hash)"
+    )

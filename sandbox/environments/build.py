@@ -1,0 +1,436 @@
+"""Build a task's environment with the real engine, tagged by the hash of its inputs.
+
+The task's Dockerfile is built as written except for its ``FROM`` lines, which
+go through the operator's aliases (:mod:`.config`); an image neither aliased
+nor present in the local engine is refused before anything is built (nothing
+is ever pulled). A last stage is appended that layers our runner in
+(``layer.sh``: python3 from the image's own apt archive when it lacks one,
+the sandbox and judge users, ``/workspace``, ``/judge``, the runner's sources)
+and clears ``ENTRYPOINT``, so every task image runs the same hardened runner as
+the built-in images, whatever its ``FROM``.
+
+The tag is ``sandbox-env:<id>``; the id is 12 hex digits of a SHA-256 over the
+rewritten Dockerfile, the resolved base images' ids, the build args, the
+context's files, the runner's sources and ``layer.sh``: an unchanged
+environment is found, not rebuilt. A build runs at most ``build_timeout_s``
+(the step's container is killed when it is exceeded); each step is a progress
+line, and the whole output is kept in the store (``<id>.log``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import docker
+import requests
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+
+from sandbox.errors import (
+    EngineError,
+    InvalidRequestError,
+    NotFoundError,
+    PayloadTooLargeError,
+    SandboxTimeoutError,
+)
+from sandbox.host import images
+from sandbox.host.engine import docker_client
+
+from .config import CONFIG_ENV, EnvironmentsConfig, normalise_reference
+from .dockerfile import rewrite_from_lines
+from .gc import collect
+from .spec import EnvironmentSpec
+from .store import ENV_REPOSITORY, LABEL_ENVIRONMENT, EnvironmentRecord, RecordStore
+
+Progress = Callable[[str], None]
+
+#: Bump when the way environments are assembled changes (it is part of every id).
+BUILD_FORMAT = "1"
+MAX_CONTEXT_BYTES = 512 << 20
+MAX_CONTEXT_FILES = 20000
+LOG_TAIL_LINES = 30
+LAYER_DIR = ".sandbox-runner"
+LAYER_SCRIPT = Path(__file__).with_name("layer.sh")
+_ANSI = re.compile(r"\x1b\\[[0-9;]*m")
+_RUNNING_IN = re.compile(r"^\s*---> Running in ([0-9a-f]{12,64})\s*$")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A built (or found) environment."""
+
+    record: EnvironmentRecord
+    cached: bool
+
+    def answer(self) -> dict[str, Any]:
+        """The body of ``POST /v1/environments``."""
+        return {
+            "environment": self.record.environment,
+            "image": self.record.image,
+            "cached": self.cached,
+            "build_seconds": self.record.build_seconds,
+            "notes": self.record.notes,
+            "log_tail": self.record.log_tail,
+        }
+
+
+def _our_image(name: str) -> str | None:
+    """``sandbox-base`` / ``sandbox-<name>`` (no tag): the tag of the current sources."""
+    if name == images.BASE_REPOSITORY:
+        return images.base_tag()
+    short = name.removeprefix("sandbox-")
+    if name.startswith("sandbox-") and short in images.image_names():
+        return images.resolve_image(short)
+    return None
+
+
+class EnvironmentBuilder:
+    """Builds environments into the local engine and keeps their records in ``directory``."""
+
+    def __init__(self, directory: Path, config: EnvironmentsConfig | None = None) -> None:
+        self.config = config or EnvironmentsConfig()
+        self.records = RecordStore(directory)
+
+    # ----------------------------------------------------------------- lookups
+
+    def get(self, environment: str) -> EnvironmentRecord:
+        """The record of a built environment (:class:`NotFoundError` if unknown)."""
+        return self.records.get(environment)
+
+    def image_of(self, environment: str) -> str:
+        """The image of ``environment``, marked used; refused if it was collected."""
+        record = self.records.get(environment)
+        with _client() as client:
+            if not _image_id(client, record.image):
+                self.records.remove(environment)
+                raise NotFoundError(
+                    f"environment {environment!r} was garbage-collected (its image "
+                    f"{record.image} is gone); build it again"
+                )
+        self.records.touch(environment)
+        return record.image
+
+    def resolve_base(self, client: docker.DockerClient, image: str, notes: list[str]) -> str:
+        """The local image to build ``FROM image`` on, or the refusal naming it and the fix."""
+        target = self.config.alias(image)
+        if target is not None:
+            resolved = _our_image(target) or target
+            if not _image_id(client, resolved):
+                raise InvalidRequestError(
+                    f"FROM {image}: its alias {target!r} ({resolved}) is not built on this "
+                    "host; run `sandbox images build` (or load that image)"
+                )
+            notes.append(f"FROM {image} is built from {resolved} (image_aliases)")
+            return resolved
+        ours = _our_image(image) if ":" not in image else None
+        if ours is not None:
+            return ours
+        if _image_id(client, image):
+            return image
+        key = normalise_reference(image)
+        raise InvalidRequestError(
+            f"FROM {image}: the image is not on this host and is never pulled (no registry "
+            f"is used); add an alias to the environments config (${CONFIG_ENV}), e.g. "
+            f'image_aliases: {{"{key}": sandbox-base}}, or build or `docker load` the image here'
+        )
+
+    # ----------------------------------------------------------------- building
+
+    def build(self, spec: EnvironmentSpec, *, progress: Progress | None = None) -> BuildResult:
+        """Build ``spec`` (or find it built); GC runs after a new build."""
+        say = progress or (lambda line: None)
+        with tempfile.TemporaryDirectory(prefix="sandbox-env-") as tmp, _client() as client:
+            work = Path(tmp)
+            notes: list[str] = []
+            source, dockerfile_text, context = _inputs(spec, work)
+            rewritten = rewrite_from_lines(
+                dockerfile_text,
+                resolve=lambda image: self.resolve_base(client, image, notes),
+                build_args=spec.build_args,
+                source=source,
+            )
+            bases = [resolved for _, resolved in rewritten.bases]
+            base_ids = [_image_id(client, ref) or "" for ref in bases]
+            files = _context_files(context)
+            parts = [
+                "environment",
+                BUILD_FORMAT,
+                rewritten.text,
+                *(f"base {ref} {ident}" for ref, ident in zip(bases, base_ids, strict=True)),
+                *(f"arg {k}={v}" for k, v in sorted(spec.build_args.items())),
+                *(f"link {rel} {os.readlink(p)}" for rel, p in _links(context)),
+            ]
+            trees = [
+                ("context", files),
+                ("runner", images._runner_files()),
+                ("layer", [("layer.sh", LAYER_SCRIPT)]),
+            ]
+            environment = images._digest(parts, trees)
+            with self._lock(environment, say):
+                found = self._found(client, environment)
+                if found is not None:
+                    say(f"environment {environment} is built ({found.image}); not rebuilt")
+                    return BuildResult(found, cached=True)
+                record = self._build(
+                    client, environment, context, rewritten.text, rewritten.final_stage,
+                    spec, bases, notes, say,
+                )
+        budget = self.config.disk_budget_mb << 20
+        for removed in collect(self.records, budget, keep={environment}):
+            say(f"garbage-collected environment {removed} (disk budget {budget >> 20} MB)")
+        return BuildResult(record, cached=False)
+
+    def _found(self, client: docker.DockerClient, environment: str) -> EnvironmentRecord | None:
+        try:
+            record = self.records.get(environment)
+        except NotFoundError:
+            return None
+        if not _image_id(client, record.image):
+            return None
+        return self.records.touch(environment)
+
+    @contextlib.contextmanager
+    def _lock(self, environment: str, say: Progress) -> Iterator[None]:
+        """One build of an environment at a time on this host (others wait, then find it)."""
+        with open(self.records.lock_path(environment), "a+b") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                say(f"environment {environment} is being built by another request; waiting")
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _build(
+        self,
+        client: docker.DockerClient,
+        environment: str,
+        context: Path,
+        dockerfile_text: str,
+        final_stage: str,
+        spec: EnvironmentSpec,
+        bases: list[str],
+        notes: list[str],
+        say: Progress,
+    ) -> EnvironmentRecord:
+        tag = f"{ENV_REPOSITORY}:{environment}"
+        build_context = context.parent / "build"
+        shutil.copytree(context, build_context, symlinks=True)
+        layer = build_context / LAYER_DIR
+        if layer.exists() or layer.is_symlink():
+            raise InvalidRequestError(
+                f"the build context holds {LAYER_DIR}, which is reserved for the runner; rename it"
+            )
+        shutil.copytree(images.runner_dir(), layer / "runner", ignore=_no_bytecode)
+        shutil.copy2(LAYER_SCRIPT, layer / "layer.sh")
+        (layer / "Dockerfile").write_text(dockerfile_text + _layer_stage(final_stage))
+        ignore = build_context / ".dockerignore"
+        if ignore.is_file():
+            with ignore.open("a") as handle:
+                handle.write(f"\n!{LAYER_DIR}\n!{LAYER_DIR}/**\n")
+        log_path = self.records.log_path(environment)
+        say(f"building environment {environment} ({tag}) from {', '.join(bases)}")
+        started = time.monotonic()
+        with log_path.open("w") as log:
+            tail = _stream_build(
+                client, build_context, tag, environment, spec, log, say
+            )
+        build_seconds = round(time.monotonic() - started, 2)
+        ident = _image_id(client, tag)
+        if not ident:
+            raise EngineError(f"the build of {tag} ended without an image; see {log_path}")
+        image = client.images.get(tag)
+        base_size = max((_size(client, ref) for ref in bases), default=0)
+        now = time.time()
+        record = EnvironmentRecord(
+            environment=environment,
+            image=tag,
+            bases=bases,
+            workdir=image.attrs.get("Config", {}).get("WorkingDir") or "/",
+            size_bytes=max(0, int(image.attrs.get("Size", 0)) - base_size),
+            build_seconds=build_seconds,
+            created_at=now,
+            last_used_at=now,
+            notes=notes,
+            log_tail="".join(tail),
+        )
+        self.records.put(record)
+        say(f"built environment {environment} in {build_seconds:.1f} s")
+        return record
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def _client() -> Iterator[docker.DockerClient]:
+    client = docker_client(timeout=images.BUILD_HTTP_TIMEOUT_S)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _image_id(client: docker.DockerClient, ref: str) -> str | None:
+    try:
+        return str(client.images.get(ref).id)
+    except ImageNotFound:
+        return None
+    except (DockerException, requests.exceptions.RequestException) as exc:
+        raise EngineError(f"cannot inspect image {ref}: {exc}") from exc
+
+
+def _size(client: docker.DockerClient, ref: str) -> int:
+    return int(client.images.get(ref).attrs.get("Size", 0))
+
+
+def _no_bytecode(_: str, names: list[str]) -> list[str]:
+    return [n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))]
+
+
+def _inputs(spec: EnvironmentSpec, work: Path) -> tuple[str, str, Path]:
+    """(where the Dockerfile is from, its text, the build context folder)."""
+    if (spec.dockerfile is None) == (spec.image is None):
+        raise InvalidRequestError("an environment names exactly one of dockerfile or image")
+    if spec.image is not None:
+        context = work / "context"
+        context.mkdir()
+        return f"image {spec.image}", f"FROM {spec.image}\n", context
+    assert spec.dockerfile is not None
+    dockerfile = spec.dockerfile
+    context = spec.context or dockerfile.parent
+    try:
+        text = dockerfile.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidRequestError(f"{dockerfile}: cannot read the Dockerfile: {exc}") from None
+    if not context.is_dir():
+        raise InvalidRequestError(f"{context}: the build context is not a folder")
+    return str(dockerfile), text, context
+
+
+def _context_files(context: Path) -> list[tuple[str, Path]]:
+    """The context's regular files (sorted), refused past the stated size limits."""
+    files = images._files(context)
+    total = sum(path.stat().st_size for _, path in files)
+    if total > MAX_CONTEXT_BYTES or len(files) > MAX_CONTEXT_FILES:
+        raise PayloadTooLargeError(
+            f"the build context {context} holds {len(files)} files, {total} bytes; at most "
+            f"{MAX_CONTEXT_FILES} files and {MAX_CONTEXT_BYTES >> 20} MB are built"
+        )
+    return files
+
+
+def _links(context: Path) -> list[tuple[str, Path]]:
+    return sorted(
+        (p.relative_to(context).as_posix(), p) for p in context.rglob("*") if p.is_symlink()
+    )
+
+
+def _layer_stage(final_stage: str) -> str:
+    return (
+        "\n# --- appended by the sandbox platform: the runner layer ---\n"
+        f"FROM {final_stage}\n"
+        "USER root\n"
+        f"COPY {LAYER_DIR}/ /opt/sandbox/\n"
+        'RUN ["/bin/sh", "/opt/sandbox/layer.sh"]\n'
+        "ENTRYPOINT []\n"
+        'CMD ["/bin/sh"]\n'
+    )
+
+
+def _stream_build(
+    client: docker.DockerClient,
+    context: Path,
+    tag: str,
+    environment: str,
+    spec: EnvironmentSpec,
+    log: IO[str],
+    say: Progress,
+) -> deque[str]:
+    """Run the build, logging it; kill the running step past ``spec.build_timeout_s``."""
+    tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+    state: dict[str, Any] = {"container": None, "expired": False}
+    lock = threading.Lock()
+
+    def kill(container_id: str) -> None:
+        with contextlib.suppress(NotFound, APIError, requests.exceptions.RequestException):
+            client.api.kill(container_id)
+
+    def expire() -> None:
+        with lock:
+            state["expired"] = True
+            current = state["container"]
+        if current:
+            kill(current)
+
+    watchdog = threading.Timer(spec.build_timeout_s, expire)
+    watchdog.daemon = True
+    error: str | None = None
+    try:
+        stream = client.api.build(
+            path=str(context),
+            dockerfile=f"{LAYER_DIR}/Dockerfile",
+            tag=tag,
+            buildargs=dict(spec.build_args),
+            labels={LABEL_ENVIRONMENT: environment},
+            rm=True,
+            forcerm=True,
+            pull=False,
+            decode=True,
+        )
+        watchdog.start()
+        for chunk in stream:
+            if not isinstance(chunk, dict):
+                continue
+            if "error" in chunk:
+                error = (chunk.get("errorDetail") or {}).get("message") or str(chunk["error"])
+                log.write(f"ERROR: {error}\n")
+                continue
+            for line in str(chunk.get("stream") or "").splitlines():
+                line = _ANSI.sub("", line)
+                log.write(line + "\n")
+                if not line.strip():
+                    continue
+                tail.append(line + "\n")
+                running = _RUNNING_IN.match(line)
+                if running:
+                    with lock:
+                        state["container"] = running.group(1)
+                        expired = state["expired"]
+                    if expired:
+                        kill(running.group(1))
+                elif line.startswith("Step "):
+                    say(f"{environment}: {' '.join(line.split())[:110]}")
+    except (DockerException, requests.exceptions.RequestException) as exc:
+        raise EngineError(f"building {tag} failed: {exc}") from exc
+    finally:
+        watchdog.cancel()
+    if state["expired"]:
+        raise SandboxTimeoutError(
+            f"the build of environment {environment} took longer than build_timeout_s="
+            f"{spec.build_timeout_s:g} s and was stopped; raise build_timeout_s (at most 7200) "
+            "or make the build faster\n" + "".join(tail)
+        )
+    if error is not None:
+        layer = [line for line in tail if line.startswith("sandbox-layer:")]
+        if layer:
+            raise InvalidRequestError(
+                "the task image cannot take the sandbox runner: " + layer[-1].strip()
+            )
+        raise InvalidRequestError(
+            f"building environment {environment} failed: {error.strip()}\n" + "".join(tail)
+        )
+    return tail

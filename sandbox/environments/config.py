@@ -1,0 +1,111 @@
+"""The operator's environments config: image aliases and the disk budget of built environments.
+
+A YAML file (validated like policies: a refusal names the file, the key and the
+fix)::
+
+    image_aliases:
+      "ubuntu:24.04": sandbox-base
+      "python:3.13-slim": sandbox-python
+    disk_budget_mb: 20480
+
+An alias target is one of our images (``sandbox-base``, ``sandbox-<name>``: the
+tag of the current sources, see :func:`sandbox.host.images.resolve_image`) or any
+image reference present in the local engine. Names are compared normalised
+(``docker.io/library/ubuntu`` is ``ubuntu:latest``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sandbox.policy import config_error, load_yaml_mapping, read_config_file
+
+CONFIG_ENV = "SANDBOX_ENVIRONMENTS_CONFIG"
+DEFAULT_DISK_BUDGET_MB = 20 * 1024
+MAX_ALIASES = 256
+# A Docker image reference: [registry/]path[:tag][@digest], lower case path.
+_REFERENCE = re.compile(
+    r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._/-][a-z0-9]+)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
+)
+
+
+def normalise_reference(name: str) -> str:
+    """``ubuntu`` -> ``ubuntu:latest``; ``docker.io/library/x:1`` -> ``x:1``."""
+    ref = name.strip()
+    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+        if ref.startswith(prefix):
+            ref = ref[len(prefix) :]
+            break
+    ref = ref.removeprefix("library/")
+    last = ref.rsplit("/", 1)[-1]
+    if ":" not in last and "@" not in last:
+        ref += ":latest"
+    return ref
+
+
+def check_reference(name: str) -> str:
+    """``name`` if it is an image reference, else :class:`ValueError` saying what one is."""
+    if not _REFERENCE.fullmatch(name):
+        raise ValueError(
+            f"{name!r} is not an image reference; write e.g. 'ubuntu:24.04' or "
+            "'sandbox-python'"
+        )
+    return name
+
+
+class EnvironmentsConfig(BaseModel):
+    """What the operator sets for per-task environments."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image_aliases: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=MAX_ALIASES,
+        description="FROM image -> local image (ours: sandbox-base, sandbox-python, ...)",
+    )
+    disk_budget_mb: int = Field(
+        default=DEFAULT_DISK_BUDGET_MB,
+        ge=256,
+        description="built environments above this are removed least recently used first",
+    )
+
+    @field_validator("image_aliases")
+    @classmethod
+    def _aliases(cls, value: dict[str, str]) -> dict[str, str]:
+        aliases: dict[str, str] = {}
+        for source, target in value.items():
+            check_reference(source)
+            check_reference(target)
+            key = normalise_reference(source)
+            if key in aliases:
+                raise ValueError(f"{source!r} is listed twice (as {key!r}); keep one")
+            aliases[key] = target
+        return aliases
+
+    def alias(self, name: str) -> str | None:
+        """The alias target of image ``name``, or None."""
+        return self.image_aliases.get(normalise_reference(name))
+
+
+def parse_environments_config(text: str, *, source: str) -> EnvironmentsConfig:
+    """Validate a config's YAML text; :class:`~sandbox.errors.PolicyError` names key and fix."""
+    data: dict[str, Any] = load_yaml_mapping(text, source)
+    try:
+        return EnvironmentsConfig.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(exc, source=source, model=EnvironmentsConfig) from None
+
+
+def load_environments_config(path: str | Path | None = None) -> EnvironmentsConfig:
+    """Read the config at ``path`` (default: ``$SANDBOX_ENVIRONMENTS_CONFIG``; none: defaults)."""
+    chosen = path if path is not None else os.environ.get(CONFIG_ENV)
+    if not chosen:
+        return EnvironmentsConfig()
+    source = str(chosen)
+    return parse_environments_config(read_config_file(Path(chosen), source), source=source)
