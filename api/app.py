@@ -14,7 +14,7 @@ from sandbox.service.platform import Platform, PlatformSettings
 from . import errors
 from .deps import bind_priority_class
 from .middleware import BodyPolicy
-from .routers import audit, compat, health, judge, pool, run, sessions
+from .routers import audit, compat, environments, health, judge, pool, run, sessions
 from .routers import fleet as fleet_routes
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,6 @@ def create_app(
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)
-    for module in (run, judge, sessions, compat, pool, audit, health, fleet_routes):
+    for module in (run, judge, sessions, environments, compat, pool, audit, health, fleet_routes):
         app.include_router(module.router)
     return app

@@ -84,7 +84,9 @@ _HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     413: "body_too_large",
+    415: "unsupported_media_type",
     422: "invalid_request",
+    501: "not_implemented",
 }
 
 

@@ -13,13 +13,18 @@ retried after its Retry-After, up to ``max_retries`` times.
 from __future__ import annotations
 
 import asyncio
+import io
+import tarfile
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
 from sandbox.core.pool import PoolStatus
+from sandbox.core.sessions import SessionInfo
+from sandbox.environments import ResourceRequest
 from sandbox.judge.batches import ItemLine, Summary, parse_lines
 from sandbox.judge.judge import JudgeRequest, JudgeResult
 
@@ -38,6 +43,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 3
 MAX_RETRY_WAIT_S = 30.0
+DEFAULT_BUILD_TIMEOUT_S = 600.0
 
 
 def _run_payload(
@@ -107,6 +113,17 @@ def _transport_error(exc: httpx.HTTPError, url: str) -> SandboxError:
     if isinstance(exc, httpx.TimeoutException):
         return SandboxTimeoutError(f"the service at {url} did not answer in time: {exc}")
     return ServiceUnreachableError(f"cannot reach the service at {url}: {exc}")
+
+
+def _context_archive(folder: Path) -> bytes:
+    """The folder as a gzip-compressed tar, its contents at the archive's root."""
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: not a folder; give the build context's folder")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for entry in sorted(folder.iterdir()):
+            tar.add(entry, arcname=entry.name)
+    return buffer.getvalue()
 
 
 class SandboxClient:
@@ -216,6 +233,73 @@ class SandboxClient:
             "POST", "/v1/fleet/drain", json=payload, timeout=wait
         ).json()
         return body
+
+    def build_environment(
+        self,
+        path: str | Path,
+        *,
+        dockerfile: str = "Dockerfile",
+        build_timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Build the environment whose build context is the folder ``path``
+        (``POST /v1/environments``); returns its ``environment`` id, ``image``,
+        ``cached``, ``build_seconds``, ``notes`` and ``log_tail``."""
+        params: dict[str, Any] = {"dockerfile": dockerfile}
+        if build_timeout_s is not None:
+            params["build_timeout_s"] = build_timeout_s
+        wait = (build_timeout_s or DEFAULT_BUILD_TIMEOUT_S) + 60.0
+        body: dict[str, Any] = self._request(
+            "POST",
+            "/v1/environments",
+            content=_context_archive(Path(path)),
+            params=params,
+            headers={"Content-Type": "application/x-tar"},
+            timeout=wait,
+        ).json()
+        return body
+
+    def create_session(
+        self,
+        *,
+        image: str = "python",
+        policy: str = "default",
+        environment: str | None = None,
+        resources: ResourceRequest | Mapping[str, Any] | None = None,
+        files: Mapping[str, str] | None = None,
+        setup: str | None = None,
+        from_snapshot: str | None = None,
+    ) -> SessionInfo:
+        """Start a session (``POST /v1/sessions``); ``environment`` runs it in a built one."""
+        payload: dict[str, Any] = {"image": image, "policy": policy, "files": dict(files or {})}
+        for key, value in (
+            ("environment", environment),
+            ("setup", setup),
+            ("from_snapshot", from_snapshot),
+        ):
+            if value is not None:
+                payload[key] = value
+        if resources is not None:
+            payload["resources"] = ResourceRequest.model_validate(resources).model_dump(
+                exclude_none=True
+            )
+        response = self._request("POST", "/v1/sessions", json=payload)
+        return SessionInfo.model_validate_json(response.content)
+
+    def session_exec(
+        self, session_id: str, command: str | Sequence[str], *, timeout_s: float | None = None
+    ) -> RunResult:
+        """Run one command in a session (``POST /v1/sessions/{id}/exec``)."""
+        payload: dict[str, Any] = {
+            "command": command if isinstance(command, str) else list(command)
+        }
+        if timeout_s is not None:
+            payload["timeout_s"] = timeout_s
+        response = self._request("POST", f"/v1/sessions/{session_id}/exec", json=payload)
+        return RunResult.model_validate_json(response.content)
+
+    def close_session(self, session_id: str) -> None:
+        """End a session (``DELETE /v1/sessions/{id}``)."""
+        self._request("DELETE", f"/v1/sessions/{session_id}")
 
     def close(self) -> None:
         self._http.close()

@@ -46,6 +46,7 @@ from sandbox.core.execution import (
 from sandbox.core.pool import Lease
 from sandbox.core.snapshots import SnapshotStore
 from sandbox.core.validation import FileMap, RelativePath, check_relative_path, decode_files
+from sandbox.environments import EnvironmentBuilder, ResourceRequest, derive_policy
 from sandbox.errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
 from sandbox.policy import LimitOverrides, Policy
 from sandbox.policy.limits import MAX_TIME_S, MIN_TIME_S
@@ -100,6 +101,14 @@ class SessionSpec(BaseModel):
     )
     setup: str | None = Field(default=None, description="A shell command run once, first.")
     from_snapshot: str | None = Field(default=None, description="Start from this snapshot.")
+    environment: str | None = Field(
+        default=None,
+        description="Run in this built environment (POST /v1/environments); image is then unused.",
+    )
+    resources: ResourceRequest | None = Field(
+        default=None, description="The environment's request, lowered to the policy's bounds."
+    )
+    root: bool = Field(default=False, description="The environment wants root (gVisor only).")
 
 
 class Command(BaseModel):
@@ -128,6 +137,8 @@ class SessionInfo(BaseModel):
     last_used_at: float
     idle_ttl_s: float
     commands: int
+    environment: str | None = None
+    notes: list[str] = Field(default_factory=list, description="How the request was lowered.")
 
 
 class DirEntry(BaseModel):
@@ -149,12 +160,19 @@ class Session:
     last_used: float = field(default_factory=time.monotonic)
     commands: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    base_policy: str = ""
+    environment: str | None = None
+    resources: ResourceRequest | None = None
+    root: bool = False
+    notes: list[str] = field(default_factory=list)
 
     def info(self) -> SessionInfo:
         idle = time.monotonic() - self.last_used
         return SessionInfo(
             id=self.id,
-            policy=self.policy.name,
+            policy=self.base_policy or self.policy.name,
+            environment=self.environment,
+            notes=self.notes,
             image=self.image,
             created_at=self.created,
             last_used_at=time.time() - idle,
@@ -179,9 +197,15 @@ _KINDS: dict[str, Literal["file", "dir", "link", "other"]] = {"f": "file", "d": 
 class SessionManager:
     """Creates, runs and reaps sessions on the execution service's pool."""
 
-    def __init__(self, execution: ExecutionService, snapshots: SnapshotStore) -> None:
+    def __init__(
+        self,
+        execution: ExecutionService,
+        snapshots: SnapshotStore,
+        environments: EnvironmentBuilder | None = None,
+    ) -> None:
         self.execution = execution
         self.snapshots = snapshots
+        self.environments = environments
         self._sessions: dict[str, Session] = {}
         self._opening: Counter[str] = Counter()  # sessions waiting for their sandbox
         self._reaper: asyncio.Task[None] | None = None
@@ -195,9 +219,18 @@ class SessionManager:
         snapshot = (
             self.snapshots.get(spec.from_snapshot, tenant=tenant) if spec.from_snapshot else None
         )
-        policy = self.execution.policy(snapshot.policy if snapshot else spec.policy)
-        image_name = snapshot.image if snapshot else spec.image
-        image = self.execution.resolve_image(image_name)
+        base = self.execution.policy(snapshot.policy if snapshot else spec.policy)
+        origin = snapshot or spec
+        notes: list[str] = []
+        if origin.environment is not None:
+            image, policy, notes = await self._environment(
+                origin.environment, base, origin.resources, origin.root
+            )
+            image_name = image
+        else:
+            policy = base
+            image_name = snapshot.image if snapshot else spec.image
+            image = self.execution.resolve_image(image_name)
         files = self.files(spec.files, spec.files_base64)
         self._check_session_quota(tenant)
         self._opening[tenant] += 1
@@ -205,7 +238,18 @@ class SessionManager:
             lease = await self.execution.pool.checkout(image, policy, tenant)
         finally:
             self._opening[tenant] -= 1
-        session = Session(secrets.token_urlsafe(18), tenant, policy, image_name, lease)
+        session = Session(
+            secrets.token_urlsafe(18),
+            tenant,
+            policy,
+            image_name,
+            lease,
+            base_policy=base.name,
+            environment=origin.environment,
+            resources=origin.resources,
+            root=origin.root,
+            notes=notes,
+        )
         self._sessions[session.id] = session
         try:
             if snapshot is not None:
@@ -224,6 +268,18 @@ class SessionManager:
             await self.close(session.id, tenant=tenant)
             raise
         return session
+
+    async def _environment(
+        self, environment: str, base: Policy, request: ResourceRequest | None, root: bool
+    ) -> tuple[str, Policy, list[str]]:
+        """The image of a built environment and its policy derived from ``base``, with notes."""
+        if self.environments is None:
+            raise InvalidRequestError("this service runs no built environments")
+        image = await asyncio.to_thread(self.environments.image_of, environment)
+        policy, notes = await asyncio.to_thread(
+            derive_policy, base, request, environment=environment, root=root
+        )
+        return image, policy, notes
 
     def _check_session_quota(self, tenant: str) -> None:
         """:class:`QuotaError` if ``tenant`` has its ``max_sessions`` open (its sandboxes
@@ -387,7 +443,13 @@ class SessionManager:
                 f"{MAX_SNAPSHOT_BYTES} bytes): {result.stderr.decode(errors='replace')[-300:]}"
             )
         return await self.snapshots.add(
-            result.stdout, tenant=tenant, policy=session.policy.name, image=session.image
+            result.stdout,
+            tenant=tenant,
+            policy=session.base_policy or session.policy.name,
+            image=session.image,
+            environment=session.environment,
+            resources=session.resources,
+            root=session.root,
         )
 
     async def close(self, session_id: str, *, tenant: str) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandbox.core.quotas import QuotaLookup, unlimited
+from sandbox.environments import ResourceRequest
 from sandbox.errors import CapacityError, InfrastructureError, NotFoundError, QuotaError
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,9 @@ class SnapshotInfo(BaseModel):
     size_bytes: int
     created_at: float
     expires_at: float
+    environment: str | None = None
+    resources: ResourceRequest | None = None
+    root: bool = False
 
 
 class SnapshotRecord(SnapshotInfo):
@@ -148,8 +152,22 @@ class SnapshotStore:
                 retry_after=RETRY_AFTER_S,
             )
 
-    async def add(self, archive: bytes, *, tenant: str, policy: str, image: str) -> str:
-        """Keep ``archive``; its id. 429 past the tenant's quotas or the store's budget."""
+    async def add(
+        self,
+        archive: bytes,
+        *,
+        tenant: str,
+        policy: str,
+        image: str,
+        environment: str | None = None,
+        resources: ResourceRequest | None = None,
+        root: bool = False,
+    ) -> str:
+        """Keep ``archive``; its id. 429 past the tenant's quotas or the store's budget.
+
+        A session in a built environment records it (and its request), so that a
+        session started from the snapshot runs in the same environment.
+        """
         self.expire()
         self._check_room(tenant, len(archive))
         now = time.time()
@@ -158,6 +176,9 @@ class SnapshotStore:
             tenant=tenant,
             policy=policy,
             image=image,
+            environment=environment,
+            resources=resources,
+            root=root,
             size_bytes=len(archive),
             created_at=now,
             expires_at=now + self.ttl_s,

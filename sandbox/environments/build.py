@@ -57,12 +57,11 @@ Progress = Callable[[str], None]
 
 #: Bump when the way environments are assembled changes (it is part of every id).
 BUILD_FORMAT = "1"
-MAX_CONTEXT_BYTES = 512 << 20
 MAX_CONTEXT_FILES = 20000
 LOG_TAIL_LINES = 30
 LAYER_DIR = ".sandbox-runner"
 LAYER_SCRIPT = Path(__file__).with_name("layer.sh")
-_ANSI = re.compile(r"\x1b\\[[0-9;]*m")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RUNNING_IN = re.compile(r"^\s*---> Running in ([0-9a-f]{12,64})\s*$")
 
 
@@ -162,7 +161,7 @@ class EnvironmentBuilder:
             )
             bases = [resolved for _, resolved in rewritten.bases]
             base_ids = [_image_id(client, ref) or "" for ref in bases]
-            files = _context_files(context)
+            files = _context_files(context, self.config.max_context_mb << 20)
             parts = [
                 "environment",
                 BUILD_FORMAT,
@@ -321,14 +320,14 @@ def _inputs(spec: EnvironmentSpec, work: Path) -> tuple[str, str, Path]:
     return str(dockerfile), text, context
 
 
-def _context_files(context: Path) -> list[tuple[str, Path]]:
+def _context_files(context: Path, max_bytes: int) -> list[tuple[str, Path]]:
     """The context's regular files (sorted), refused past the stated size limits."""
     files = images._files(context)
     total = sum(path.stat().st_size for _, path in files)
-    if total > MAX_CONTEXT_BYTES or len(files) > MAX_CONTEXT_FILES:
+    if total > max_bytes or len(files) > MAX_CONTEXT_FILES:
         raise PayloadTooLargeError(
             f"the build context {context} holds {len(files)} files, {total} bytes; at most "
-            f"{MAX_CONTEXT_FILES} files and {MAX_CONTEXT_BYTES >> 20} MB are built"
+            f"{MAX_CONTEXT_FILES} files and {max_bytes >> 20} MB are built (max_context_mb)"
         )
     return files
 

@@ -7,6 +7,7 @@ fix)::
       "ubuntu:24.04": sandbox-base
       "python:3.13-slim": sandbox-python
     disk_budget_mb: 20480
+    max_context_mb: 512
 
 An alias target is one of our images (``sandbox-base``, ``sandbox-<name>``: the
 tag of the current sources, see :func:`sandbox.host.images.resolve_image`) or any
@@ -73,6 +74,10 @@ class EnvironmentsConfig(BaseModel):
         default=DEFAULT_DISK_BUDGET_MB,
         ge=256,
         description="built environments above this are removed least recently used first",
+    )
+
+    max_context_mb: int = Field(
+        default=512, ge=1, le=8192, description="a build context may unpack to at most this"
     )
 
     @field_validator("image_aliases")

@@ -29,6 +29,7 @@ from sandbox.core.pool import (
 )
 from sandbox.core.sessions import SessionManager
 from sandbox.core.snapshots import DEFAULT_BUDGET_BYTES, DEFAULT_TTL_S, SnapshotStore
+from sandbox.environments import EnvironmentBuilder, load_environments_config
 from sandbox.errors import InfrastructureError, NotFoundError
 from sandbox.host import reaper
 from sandbox.host.images import repo_root, resolve_image
@@ -81,6 +82,14 @@ class PlatformSettings(BaseModel):
     snapshot_ttl_s: float = Field(default=DEFAULT_TTL_S, gt=0, allow_inf_nan=False)
     snapshot_budget_bytes: int = Field(
         default=DEFAULT_BUDGET_BYTES, ge=0, description="All tenants' snapshots together."
+    )
+    environments_config: Path | None = Field(
+        default=None,
+        description="image_aliases and disk_budget_mb (else $SANDBOX_ENVIRONMENTS_CONFIG).",
+    )
+    environments_dir: Path | None = Field(
+        default=None,
+        description="Built environments' records and logs (default: environments/ by the audit log).",
     )
     image_base: str | None = Field(
         default=None,
@@ -136,7 +145,11 @@ class Platform:
             budget_bytes=self.settings.snapshot_budget_bytes,
             quotas=self.keyring.quotas,
         )
-        self.sessions = SessionManager(self.execution, snapshots)
+        self.environments = EnvironmentBuilder(
+            self.settings.environments_dir or self.settings.audit_path.parent / "environments",
+            load_environments_config(self.settings.environments_config),
+        )
+        self.sessions = SessionManager(self.execution, snapshots, self.environments)
 
     @staticmethod
     def _image_names() -> set[str]:
