@@ -48,7 +48,7 @@ from sandbox.host import images
 from sandbox.host.engine import docker_client
 
 from .config import CONFIG_ENV, EnvironmentsConfig, normalise_reference
-from .dockerfile import rewrite_from_lines
+from .dockerfile import Rewritten, rewrite_from_lines
 from .gc import collect
 from .spec import EnvironmentSpec
 from .store import ENV_REPOSITORY, LABEL_ENVIRONMENT, EnvironmentRecord, RecordStore
@@ -181,9 +181,9 @@ class EnvironmentBuilder:
                 if found is not None:
                     say(f"environment {environment} is built ({found.image}); not rebuilt")
                     return BuildResult(found, cached=True)
+                shutil.copytree(context, work / "build", symlinks=True)
                 record = self._build(
-                    client, environment, context, rewritten.text, rewritten.final_stage,
-                    spec, bases, notes, say,
+                    client, environment, work / "build", rewritten, spec, notes, say
                 )
         budget = self.config.disk_budget_mb << 20
         for removed in collect(self.records, budget, keep={environment}):
@@ -217,17 +217,15 @@ class EnvironmentBuilder:
         self,
         client: docker.DockerClient,
         environment: str,
-        context: Path,
-        dockerfile_text: str,
-        final_stage: str,
+        build_context: Path,
+        rewritten: Rewritten,
         spec: EnvironmentSpec,
-        bases: list[str],
         notes: list[str],
         say: Progress,
     ) -> EnvironmentRecord:
+        """Build the copy of the context in ``build_context`` with the runner layer added."""
         tag = f"{ENV_REPOSITORY}:{environment}"
-        build_context = context.parent / "build"
-        shutil.copytree(context, build_context, symlinks=True)
+        bases = [resolved for _, resolved in rewritten.bases]
         layer = build_context / LAYER_DIR
         if layer.exists() or layer.is_symlink():
             raise InvalidRequestError(
@@ -235,7 +233,7 @@ class EnvironmentBuilder:
             )
         shutil.copytree(images.runner_dir(), layer / "runner", ignore=_no_bytecode)
         shutil.copy2(LAYER_SCRIPT, layer / "layer.sh")
-        (layer / "Dockerfile").write_text(dockerfile_text + _layer_stage(final_stage))
+        (layer / "Dockerfile").write_text(rewritten.text + _layer_stage(rewritten.final_stage))
         ignore = build_context / ".dockerignore"
         if ignore.is_file():
             with ignore.open("a") as handle:

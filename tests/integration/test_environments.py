@@ -1,0 +1,231 @@
+"""Per-task environments against the real engine: building, the cache, aliases, refusals,
+the build time limit, garbage collection, and the derived policy (lowered, root gated)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandbox.environments import EnvironmentBuilder, EnvironmentSpec, ResourceRequest
+from sandbox.environments.config import EnvironmentsConfig, parse_environments_config
+from sandbox.environments.derive import check_root, derive_policy, runsc_registered
+from sandbox.environments.gc import collect
+from sandbox.errors import InvalidRequestError, PolicyError, SandboxTimeoutError
+from sandbox.host.images import base_tag, resolve_image
+from sandbox.policy import load_policy_dir
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.docker
+
+ALIASES = {"ubuntu:24.04": "sandbox-base", "python:3.13-slim": "sandbox-python"}
+POLICIES = load_policy_dir(REPO / "policies")
+
+
+@pytest.fixture
+def builder(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator[EnvironmentBuilder]:
+    """A builder with the README's aliases; the images it built are removed afterwards."""
+    built = EnvironmentBuilder(tmp_path / "store", EnvironmentsConfig(image_aliases=ALIASES))
+    yield built
+    for record in built.records.all():
+        try:
+            docker_client.images.remove(record.image, force=True)
+        except docker.errors.ImageNotFound:
+            pass
+
+
+def task(tmp_path: Path, dockerfile: str, **files: str) -> EnvironmentSpec:
+    """A task folder holding ``dockerfile`` and ``files``; its spec."""
+    folder = tmp_path / f"task-{secrets.token_hex(4)}"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text(dockerfile)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return EnvironmentSpec(dockerfile=folder / "Dockerfile")
+
+
+def test_a_build_is_cached_by_content_and_not_rebuilt(
+    builder: EnvironmentBuilder, tmp_path: Path, docker_client: docker.DockerClient
+) -> None:
+    nonce = secrets.token_hex(8)
+    spec = task(
+        tmp_path,
+        f"FROM python:3.13-slim\nRUN echo {nonce} > /etc/nonce\nCOPY data.txt /srv/data.txt\n",
+        **{"data.txt": "payload\n"},
+    )
+    lines: list[str] = []
+    first = builder.build(spec, progress=lines.append)
+    assert not first.cached and first.record.image == f"sandbox-env:{first.record.environment}"
+    assert any("Step 2/" in line and "RUN echo" in line for line in lines), lines
+    log = builder.records.log_path(first.record.environment).read_text()
+    assert nonce in log and "Successfully tagged" in log
+    started = time.monotonic()
+    second = builder.build(spec)
+    cached_s = time.monotonic() - started
+    assert second.cached and second.record.environment == first.record.environment
+    assert cached_s < 3.0, f"a cached build took {cached_s:.1f} s"
+    image = docker_client.images.get(first.record.image)
+    assert image.id == docker_client.images.get(second.record.image).id
+    # A changed context file is a different environment.
+    (spec.dockerfile.parent / "data.txt").write_text("changed\n")  # type: ignore[union-attr]
+    third = builder.build(spec)
+    assert not third.cached and third.record.environment != first.record.environment
+    out = docker_client.containers.run(
+        third.record.image, ["cat", "/srv/data.txt", "/etc/nonce"], remove=True
+    )
+    assert out.decode() == f"changed\n{nonce}\n"
+
+
+def test_the_runner_is_layered_in_whatever_the_from(
+    builder: EnvironmentBuilder, tmp_path: Path, docker_client: docker.DockerClient
+) -> None:
+    """FROM ubuntu:24.04 (aliased to the python-less debootstrap base) gets python3 and the
+    runner; the task's ENTRYPOINT is cleared."""
+    spec = task(
+        tmp_path,
+        f"FROM ubuntu:24.04\nRUN echo {secrets.token_hex(4)} > /etc/n\nENTRYPOINT [\"false\"]\n",
+    )
+    result = builder.build(spec)
+    assert result.record.bases == [base_tag()]
+    assert f"FROM ubuntu:24.04 is built from {base_tag()} (image_aliases)" in result.record.notes
+    out = docker_client.containers.run(
+        result.record.image,
+        ["sh", "-c", "python3 -V && ls /opt/sandbox/runner/__main__.py && stat -c %u /workspace"],
+        remove=True,
+    )
+    assert b"Python 3" in out and b"__main__.py" in out and out.strip().endswith(b"10001")
+
+
+def test_an_image_spec_goes_through_the_aliases(builder: EnvironmentBuilder) -> None:
+    result = builder.build(EnvironmentSpec(image="docker.io/library/python:3.13-slim"))
+    assert result.record.bases == [resolve_image("python")]
+
+
+def test_an_unknown_from_is_refused_before_building(
+    builder: EnvironmentBuilder, tmp_path: Path
+) -> None:
+    spec = task(tmp_path, "FROM ubuntu:24.04 AS one\nFROM nosuch/image:9.9\nCOPY --from=one / /\n")
+    with pytest.raises(InvalidRequestError) as refused:
+        builder.build(spec)
+    message = str(refused.value)
+    assert "FROM nosuch/image:9.9" in message and "never pulled" in message
+    assert "image_aliases" in message and "docker load" in message
+    assert builder.records.all() == []
+
+
+def test_build_args_reach_the_from_line(builder: EnvironmentBuilder, tmp_path: Path) -> None:
+    spec = task(tmp_path, "ARG BASE=python:3.13-slim\nFROM ${BASE}\n")
+    assert builder.build(spec).record.bases == [resolve_image("python")]
+    bad = spec.model_copy(update={"build_args": {"BASE": "nosuch:1"}})
+    with pytest.raises(InvalidRequestError, match="FROM nosuch:1"):
+        builder.build(bad)
+
+
+def test_a_build_past_its_time_limit_is_stopped(
+    builder: EnvironmentBuilder, tmp_path: Path, docker_client: docker.DockerClient
+) -> None:
+    nonce = secrets.token_hex(6)
+    spec = task(tmp_path, f"FROM python:3.13-slim\nRUN sleep 300 # {nonce}\n")
+    spec = spec.model_copy(update={"build_timeout_s": 3.0})
+    started = time.monotonic()
+    with pytest.raises(SandboxTimeoutError, match="build_timeout_s=3 s"):
+        builder.build(spec)
+    assert time.monotonic() - started < 30
+    leftovers = [
+        c.id
+        for c in docker_client.containers.list(all=True)
+        if nonce in " ".join(c.attrs.get("Config", {}).get("Cmd") or [])
+    ]
+    assert leftovers == []
+
+
+def test_a_failing_step_is_refused_with_its_output(
+    builder: EnvironmentBuilder, tmp_path: Path
+) -> None:
+    spec = task(tmp_path, "FROM python:3.13-slim\nRUN echo broken-step >&2; exit 3\n")
+    with pytest.raises(InvalidRequestError) as refused:
+        builder.build(spec)
+    assert "broken-step" in str(refused.value) and "returned a non-zero code: 3" in str(
+        refused.value
+    )
+
+
+def test_gc_removes_least_recently_used_first_and_spares_running_images(
+    builder: EnvironmentBuilder, tmp_path: Path, docker_client: docker.DockerClient
+) -> None:
+    ids = []
+    for name in "abc":
+        dockerfile = f"FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > /{name}-{secrets.token_hex(4)}\n"
+        ids.append(builder.build(task(tmp_path, dockerfile)).record.environment)
+    a, b, c = ids
+    builder.image_of(a)  # used: b is now the least recently used, then c, then a
+    sizes = {r.environment: r.size_bytes for r in builder.records.all()}
+    assert all(size > 2_000_000 for size in sizes.values()), sizes
+    removed = collect(builder.records, sizes[a] + sizes[c] + 1000)
+    assert removed == [b]
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(f"sandbox-env:{b}")
+    # c is used by a running container: it stays even with no budget at all; a goes.
+    holder = docker_client.containers.run(
+        f"sandbox-env:{c}", ["sleep", "60"], detach=True, remove=True
+    )
+    try:
+        assert collect(builder.records, 0) == [a]
+    finally:
+        holder.kill()
+    assert docker_client.images.get(f"sandbox-env:{c}")
+    assert [r.environment for r in builder.records.all()] == [c]
+
+
+def test_the_config_is_validated_like_a_policy() -> None:
+    with pytest.raises(PolicyError) as refused:
+        parse_environments_config(
+            "image_aliases: {'ubuntu:24.04': sandbox-base}\ndisk_budget: 5\n", source="envs.yaml"
+        )
+    assert "envs.yaml" in str(refused.value) and "disk_budget" in str(refused.value)
+    with pytest.raises(PolicyError, match="not an image reference"):
+        parse_environments_config("image_aliases: {'Not An Image': x}\n", source="envs.yaml")
+    config = parse_environments_config(
+        "image_aliases: {'ubuntu': sandbox-base}\ndisk_budget_mb: 1024\n", source="envs.yaml"
+    )
+    assert config.alias("docker.io/library/ubuntu:latest") == "sandbox-base"
+
+
+def test_a_request_above_the_base_is_lowered_with_notes() -> None:
+    policy, notes = derive_policy(
+        POLICIES["default"],
+        ResourceRequest(cpus=8, memory_mb=8192, storage_mb=10, network_allow=("pypi.org",)),
+        environment="0123456789ab",
+    )
+    base = POLICIES["default"]
+    assert policy.resources.cpus == base.resources.cpus
+    assert policy.resources.memory_mb == base.resources.memory_mb
+    assert policy.filesystem.workspace.size_mb == 10  # a lower request is kept
+    assert policy.network.mode == "none"
+    assert notes == [
+        f"cpus 8 was lowered to the base policy's {base.resources.cpus:g}",
+        f"memory_mb 8192 was lowered to the base policy's {base.resources.memory_mb}",
+        "network access to pypi.org was dropped: base policy 'default' allows no network",
+    ]
+    # Hardening is the base's: only the request's keys and the pool's warm count differ.
+    same = policy.model_dump(exclude={"name", "filesystem", "pool"})
+    assert same == base.model_dump(exclude={"name", "filesystem", "pool"})
+    assert policy.user == base.user and policy.filesystem.read_only_root
+
+
+def test_root_needs_gvisor() -> None:
+    with pytest.raises(InvalidRequestError, match="never under runc"):
+        derive_policy(POLICIES["default"], None, environment="0123456789ab", root=True)
+    if not runsc_registered():
+        pytest.skip("this engine has no runsc runtime (make setup registers it)")
+    policy, _ = derive_policy(POLICIES["gvisor"], None, environment="0123456789ab", root=True)
+    assert policy.runtime == "runsc"
+
+
+def test_root_is_refused_on_a_host_without_runsc() -> None:
+    with pytest.raises(InvalidRequestError, match="no runsc runtime"):
+        check_root(POLICIES["gvisor"], runsc=lambda: False)
