@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
 from sandbox.environments import EnvironmentBuilder, EnvironmentRecord, EnvironmentSpec
+from sandbox.environments.build import EnvironmentBuilt
 from sandbox.environments.upload import dockerfile_in, unpack_context
 from sandbox.errors import InvalidRequestError
 
@@ -35,15 +36,6 @@ class ImageBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     image: str = Field(min_length=1, max_length=256)
-
-
-class EnvironmentBuilt(BaseModel):
-    environment: str
-    image: str
-    cached: bool
-    build_seconds: float
-    notes: list[str]
-    log_tail: str
 
 
 def _builder(platform: object) -> EnvironmentBuilder:

@@ -35,6 +35,7 @@ from typing import IO, Any
 
 import docker
 import requests
+from pydantic import BaseModel
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from sandbox.errors import (
@@ -60,9 +61,21 @@ BUILD_FORMAT = "1"
 MAX_CONTEXT_FILES = 20000
 LOG_TAIL_LINES = 30
 LAYER_DIR = ".sandbox-runner"
+_ANSWER = {"environment", "image", "build_seconds", "notes", "log_tail"}
 LAYER_SCRIPT = Path(__file__).with_name("layer.sh")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RUNNING_IN = re.compile(r"^\s*---> Running in ([0-9a-f]{12,64})\s*$")
+
+
+class EnvironmentBuilt(BaseModel):
+    """The body of ``POST /v1/environments``."""
+
+    environment: str
+    image: str
+    cached: bool
+    build_seconds: float
+    notes: list[str]
+    log_tail: str
 
 
 @dataclass(frozen=True)
@@ -72,16 +85,9 @@ class BuildResult:
     record: EnvironmentRecord
     cached: bool
 
-    def answer(self) -> dict[str, Any]:
+    def answer(self) -> EnvironmentBuilt:
         """The body of ``POST /v1/environments``."""
-        return {
-            "environment": self.record.environment,
-            "image": self.record.image,
-            "cached": self.cached,
-            "build_seconds": self.record.build_seconds,
-            "notes": self.record.notes,
-            "log_tail": self.record.log_tail,
-        }
+        return EnvironmentBuilt(cached=self.cached, **self.record.model_dump(include=_ANSWER))
 
 
 def _our_image(name: str) -> str | None:

@@ -1,0 +1,221 @@
+"""``/v1/environments`` and sessions in a built environment, against a real service over
+loopback HTTP: a tar upload built and cached, refusals, a session reading what the
+Dockerfile installed, its lowered resources, a warm pool on first use, snapshot and fork."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import secrets
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import httpx
+import pytest
+
+from sandbox.client import SandboxClient
+from sandbox.host.labels import LABEL_POLICY
+from tests.conftest import Service
+
+pytestmark = pytest.mark.docker
+
+CONFIG = """\
+image_aliases:
+  "ubuntu:24.04": sandbox-base
+  "python:3.13-slim": sandbox-python
+disk_budget_mb: 4096
+max_context_mb: 1
+"""
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    state = tmp_path_factory.mktemp("state")
+    config = state / "environments.yaml"
+    config.write_text(CONFIG)
+    svc = Service(
+        env={"SANDBOX_STATE_DIR": str(state), "SANDBOX_ENVIRONMENTS_CONFIG": str(config)},
+        log_dir=state,
+    )
+    try:
+        svc.wait_ready()
+        yield svc
+    finally:
+        svc.stop()
+        client = docker.from_env()
+        for record in (state / "environments").glob("*.json"):
+            try:
+                client.images.remove(f"sandbox-env:{record.stem}", force=True)
+            except docker.errors.ImageNotFound:
+                pass
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def http(service: Service) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=service.url, timeout=300) as client:
+        yield client
+
+
+def tar_of(files: dict[str, bytes], *, gzip: bool = False) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz" if gzip else "w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def upload(http: httpx.Client, body: bytes, **params: str) -> httpx.Response:
+    return http.post(
+        "/v1/environments",
+        content=body,
+        params=params,
+        headers={"Content-Type": "application/x-tar"},
+    )
+
+
+@pytest.fixture(scope="module")
+def task_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("task")
+    nonce = secrets.token_hex(6)
+    (folder / "Dockerfile").write_text(
+        "FROM ubuntu:24.04\n"
+        f"RUN echo installed-{nonce} > /etc/task-marker\n"
+        "COPY app/ /app/\n"
+        "WORKDIR /app\n"
+    )
+    (folder / "app").mkdir()
+    (folder / "app" / "notes.txt").write_text(f"from the build context {nonce}\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def built(service: Service, task_dir: Path) -> dict[str, object]:
+    with SandboxClient(service.url) as client:
+        return client.build_environment(task_dir)
+
+
+def test_a_tar_upload_is_built_then_found_cached(
+    http: httpx.Client, built: dict[str, object], task_dir: Path
+) -> None:
+    assert built["cached"] is False and str(built["image"]).startswith("sandbox-env:")
+    assert any("image_aliases" in note for note in built["notes"])  # type: ignore[attr-defined]
+    assert "Successfully tagged" in str(built["log_tail"])
+    files = {
+        "Dockerfile": (task_dir / "Dockerfile").read_bytes(),
+        "app/notes.txt": (task_dir / "app" / "notes.txt").read_bytes(),
+    }
+    started = time.monotonic()
+    again = upload(http, tar_of(files, gzip=True))
+    assert again.status_code == 200, again.text
+    assert again.json()["cached"] is True and again.json()["environment"] == built["environment"]
+    assert time.monotonic() - started < 5
+    record = http.get(f"/v1/environments/{built['environment']}")
+    assert record.status_code == 200 and record.json()["workdir"] == "/app"
+    assert http.get("/v1/environments/0123456789ab").status_code == 404
+
+
+def test_a_dockerfile_elsewhere_in_the_archive(http: httpx.Client) -> None:
+    body = tar_of({"env/Build.docker": b"FROM python:3.13-slim\nRUN true\n"})
+    answer = upload(http, body, dockerfile="env/Build.docker")
+    assert answer.status_code == 200, answer.text
+    missing = upload(http, body, dockerfile="../etc/passwd")
+    assert missing.status_code == 422 and "inside the archive" in missing.json()["message"]
+
+
+def test_an_image_named_in_json(http: httpx.Client) -> None:
+    answer = http.post("/v1/environments", json={"image": "python:3.13-slim"})
+    assert answer.status_code == 200, answer.text
+    unknown = http.post("/v1/environments", json={"image": "nosuch/thing:1"})
+    assert unknown.status_code == 422
+    assert "FROM nosuch/thing:1" in unknown.json()["message"]
+
+
+def test_refusals(http: httpx.Client) -> None:
+    unknown = upload(http, tar_of({"Dockerfile": b"FROM registry.example/private:2\n"}))
+    assert unknown.status_code == 422
+    assert "FROM registry.example/private:2" in unknown.json()["message"]
+    assert "image_aliases" in unknown.json()["message"]
+    big = upload(http, tar_of({"Dockerfile": b"FROM ubuntu:24.04\n", "blob": os.urandom(2 << 20)}))
+    assert big.status_code == 413 and "1 MB" in big.json()["message"], big.text
+    assert upload(http, b"not a tar at all").status_code == 422
+    wrong = http.post("/v1/environments", content=b"x", headers={"Content-Type": "image/png"})
+    assert wrong.status_code == 415
+    slow = upload(
+        http, tar_of({"Dockerfile": b"FROM python:3.13-slim\nRUN sleep 120\n"}), build_timeout_s="2"
+    )
+    assert slow.status_code == 504 and "build_timeout_s=2 s" in slow.json()["message"]
+
+
+def test_a_session_runs_in_the_environment(
+    http: httpx.Client, built: dict[str, object], service: Service
+) -> None:
+    with SandboxClient(service.url) as client:
+        info = client.create_session(
+            environment=str(built["environment"]), resources={"cpus": 16, "memory_mb": 256}
+        )
+        try:
+            assert info.environment == built["environment"]
+            assert info.notes == ["cpus 16 was lowered to the base policy's 1"]
+            result = client.session_exec(info.id, "cat /etc/task-marker /app/notes.txt; id -u")
+            assert result.status.value == "ok", result
+            lines = result.stdout.splitlines()
+            assert lines[0].startswith("installed-") and "from the build context" in lines[1]
+            assert lines[2] == "10001"
+            # The request's lower memory is the container's limit; cpus stayed the base's.
+            engine = docker.from_env()
+            try:
+                policy = f"default.env-{built['environment']}"
+                (container,) = engine.containers.list(
+                    filters={"label": f"{LABEL_POLICY}={policy}", "ancestor": str(built["image"])}
+                )[:1]
+                host = container.attrs["HostConfig"]
+                assert host["Memory"] == 256 << 20 and host["NanoCpus"] == 10**9
+                assert host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"]
+            finally:
+                engine.close()
+        finally:
+            client.close_session(info.id)
+    groups = http.get("/v1/pool").json()["groups"]
+    mine = [g for g in groups if g["image"] == built["image"]]
+    assert len(mine) == 1 and mine[0]["warm_target"] == 1
+
+
+def test_snapshot_and_fork_keep_the_environment(
+    http: httpx.Client, built: dict[str, object]
+) -> None:
+    created = http.post("/v1/sessions", json={"environment": built["environment"]})
+    assert created.status_code == 201, created.text
+    first = created.json()["id"]
+    ran = http.post(f"/v1/sessions/{first}/exec", json={"command": "echo state-1 > progress.txt"})
+    assert ran.json()["status"] == "ok", ran.text
+    snap = http.post(f"/v1/sessions/{first}/snapshot")
+    assert snap.status_code == 201, snap.text
+    snapshot_id = snap.json()["snapshot_id"]
+    forks = []
+    for n in (1, 2):
+        fork = http.post("/v1/sessions", json={"from_snapshot": snapshot_id})
+        assert fork.status_code == 201, fork.text
+        assert fork.json()["environment"] == built["environment"]
+        forks.append(fork.json()["id"])
+        cmd = f"cat progress.txt && echo fork-{n} >> progress.txt && cat /etc/task-marker"
+        out = http.post(f"/v1/sessions/{forks[-1]}/exec", json={"command": cmd}).json()
+        assert out["status"] == "ok", out
+        assert out["stdout"].startswith("state-1\n") and "installed-" in out["stdout"]
+    for fork, n in zip(forks, (1, 2), strict=True):
+        read = http.get(f"/v1/sessions/{fork}/files", params={"path": "progress.txt"})
+        assert read.status_code == 200
+        assert base64.b64decode(read.json()["content_base64"]) == f"state-1\nfork-{n}\n".encode()
+    for session in (first, *forks):
+        assert http.delete(f"/v1/sessions/{session}").status_code == 204
+
+
+def test_an_unknown_environment_is_not_found(http: httpx.Client) -> None:
+    answer = http.post("/v1/sessions", json={"environment": "ffffffffffff"})
+    assert answer.status_code == 404 and "POST /v1/environments" in answer.json()["message"]
