@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandbox.core.argv import shell_command
 from sandbox.core.sessions import Command, SessionManager, SessionSpec
+from sandbox.environments import EnvironmentSpec
 from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
 from sandbox.policy import Policy
 from sandbox.results import ExecResult, ExecStatus
@@ -444,6 +445,32 @@ async def _run_trial(env: _Trial, task: Task, epoch: int) -> dict[str, Any]:
     return record
 
 
+async def _in_environment(
+    sessions: SessionManager, environment: EnvironmentSpec, spec: SessionSpec, record: dict[str, Any]
+) -> SessionSpec:
+    """Build the task's environment (or find it built) and point ``spec`` at it."""
+    if sessions.environments is None:
+        raise InvalidRequestError("this platform builds no task environments")
+    built = await asyncio.to_thread(sessions.environments.build, environment, progress=logger.info)
+    env_id = built.record.environment
+    record["environment"] = {
+        "id": env_id,
+        "image": built.record.image,
+        "cached": built.cached,
+        "build_seconds": built.record.build_seconds,
+        "build_log": str(sessions.environments.records.log_path(env_id)),
+        "notes": list(built.record.notes),
+    }
+    return spec.model_copy(
+        update={
+            "environment": env_id,
+            "policy": environment.base_policy,
+            "resources": environment.resources,
+            "root": environment.root,
+        }
+    )
+
+
 async def _trial_body(
     env: _Trial,
     task: Task,
@@ -456,13 +483,15 @@ async def _trial_body(
     sessions, tenant = env.sessions, env.tenant
     # ---------------------------------------------------------------- the session
     try:
-        session = await sessions.create(
-            SessionSpec(
-                image=config.image, policy=config.policy, files_base64=_files_base64(task.files)
-            ),
-            tenant=tenant,
+        spec = SessionSpec(
+            image=config.image, policy=config.policy, files_base64=_files_base64(task.files)
         )
+        if task.environment is not None:
+            spec = await _in_environment(sessions, task.environment, spec, record)
+        session = await sessions.create(spec, tenant=tenant)
         record["_session"] = session.id
+        if session.notes:
+            record["environment"]["notes"] += session.notes
         if task.executable:
             chmod = shell_command("chmod", "+x", paths=sorted(task.executable))
             await sessions.exec(session.id, Command(command=chmod), tenant=tenant)
@@ -647,7 +676,7 @@ async def run_eval(
                 f"{task.path}/task.yaml: policy: no policy {task.config.policy!r} on this "
                 f"platform (known: {sorted(policies)}); fix the task or pass --policies"
             )
-        if images is not None and task.config.image not in images:
+        if images is not None and task.environment is None and task.config.image not in images:
             raise NotFoundError(
                 f"{task.path}/task.yaml: image: {task.config.image!r} is not built; run "
                 "`sandbox images build`"

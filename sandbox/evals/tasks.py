@@ -19,7 +19,7 @@ import re
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Final, Literal
 
 import yaml
@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from sandbox.core.validation import MAX_FILES, MAX_FILES_BYTES, check_relative_path
-from sandbox.environments import EnvironmentSpec
+from sandbox.environments import EnvironmentSpec, ResourceRequest
 from sandbox.errors import InvalidRequestError
 
 __all__ = [
@@ -51,7 +51,9 @@ FILES_DIR: Final = "files"
 TESTS_DIR: Final = "tests"
 SOLUTION_DIR: Final = "solution"
 SOLVE_SCRIPT: Final = "solve.sh"
-OPTIONAL_ENTRIES: Final = frozenset({"README.md"})
+ENVIRONMENT_DIR: Final = "environment"
+"""A task's own build context (``environment: {dockerfile: environment/Dockerfile}``)."""
+OPTIONAL_ENTRIES: Final = frozenset({"README.md", ENVIRONMENT_DIR})
 """Other entries a task directory may hold (ignored by the evaluator)."""
 SKIPPED_DIRS: Final = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 """Caches that running a task's code locally leaves behind: never part of a task."""
@@ -141,6 +143,60 @@ class TestSpec(_Model):
         return self.command is None
 
 
+class TaskEnvironment(_Model):
+    """``environment:`` in ``task.yaml``: the task's own Dockerfile (or an image) and its request.
+
+    ``dockerfile`` is relative to the task directory, below ``environment/`` (the
+    build context is its folder); the policy is ``policy``, never loosened.
+    """
+
+    dockerfile: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    image: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    cpus: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False, strict=False)] | None = None
+    memory_mb: Annotated[int, Field(gt=0)] | None = None
+    storage_mb: Annotated[int, Field(gt=0)] | None = None
+    network_allow: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
+    root: bool = False
+    build_timeout_s: Annotated[float, Field(gt=0, le=7200, allow_inf_nan=False, strict=False)] = (
+        600.0
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TaskEnvironment:
+        if (self.dockerfile is None) == (self.image is None):
+            raise ValueError(
+                "give exactly one of 'dockerfile' (e.g. environment/Dockerfile) or 'image'"
+            )
+        if self.dockerfile is not None:
+            parts = PurePosixPath(self.dockerfile).parts
+            if parts[:1] != (ENVIRONMENT_DIR,) or ".." in parts or len(parts) < 2:
+                raise ValueError(
+                    f"dockerfile {self.dockerfile!r} must be a path below {ENVIRONMENT_DIR}/, "
+                    f"e.g. {ENVIRONMENT_DIR}/Dockerfile"
+                )
+        return self
+
+    def spec(self, task_dir: Path, policy: str) -> EnvironmentSpec:
+        """The :class:`EnvironmentSpec` of this task directory under base policy ``policy``."""
+        resources = ResourceRequest(
+            cpus=self.cpus,
+            memory_mb=self.memory_mb,
+            storage_mb=self.storage_mb,
+            network_allow=tuple(self.network_allow),
+        )
+        dockerfile = None
+        if self.dockerfile is not None:
+            dockerfile = task_dir.resolve().joinpath(*PurePosixPath(self.dockerfile).parts)
+        return EnvironmentSpec(
+            dockerfile=dockerfile,
+            image=self.image,
+            base_policy=policy,
+            resources=resources,
+            root=self.root,
+            build_timeout_s=self.build_timeout_s,
+        )
+
+
 class TaskConfig(_Model):
     """``task.yaml``."""
 
@@ -155,6 +211,7 @@ class TaskConfig(_Model):
     tags: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=MAX_TAGS)
     ] = Field(default_factory=list)
+    environment: TaskEnvironment | None = None
 
 
 @dataclass(frozen=True)
@@ -481,6 +538,17 @@ def load_task(path: Path | str) -> Task:
     files, executable = _read_tree(task_dir, FILES_DIR, required=False)
     tests, _ = _read_tree(task_dir, TESTS_DIR, required=True)
     solution, solution_exec = _read_tree(task_dir, SOLUTION_DIR, required=False)
+    environment = None
+    trees = {"files": files, "tests": tests, "solution": solution}
+    if config.environment is not None:
+        environment = config.environment.spec(task_dir, config.policy)
+        trees[ENVIRONMENT_DIR], _ = _read_tree(task_dir, ENVIRONMENT_DIR, required=False)
+        if environment.dockerfile is not None and not environment.dockerfile.is_file():
+            raise TaskError(
+                f"environment.dockerfile {config.environment.dockerfile!r} is not a file in "
+                "the task directory; add it or fix the path",
+                source=str(yaml_path),
+            )
     return Task(
         id=task_id,
         path=task_dir,
@@ -490,7 +558,8 @@ def load_task(path: Path | str) -> Task:
         solution=solution,
         executable=frozenset(executable),
         solution_executable=frozenset(solution_exec),
-        digest=_digest(raw, {"files": files, "tests": tests, "solution": solution}),
+        digest=_digest(raw, trees),
+        environment=environment,
     )
 
 

@@ -16,8 +16,10 @@ from sandbox.environments.config import EnvironmentsConfig, parse_environments_c
 from sandbox.environments.derive import check_root, derive_policy, runsc_registered
 from sandbox.environments.gc import collect
 from sandbox.errors import InvalidRequestError, PolicyError, SandboxTimeoutError
+from sandbox.evals import NullAgent, OracleAgent, load_task, run_eval
 from sandbox.host.images import base_tag, resolve_image
 from sandbox.policy import load_policy_dir
+from sandbox.service.platform import Platform
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.docker
@@ -229,3 +231,67 @@ def test_root_needs_gvisor() -> None:
 def test_root_is_refused_on_a_host_without_runsc() -> None:
     with pytest.raises(InvalidRequestError, match="no runsc runtime"):
         check_root(POLICIES["gvisor"], runsc=lambda: False)
+
+
+# ------------------------------------------------------------------------------ the evaluator
+
+
+ENV_TASK_YAML = """\
+instruction: |
+  /opt/task/base holds a number. Write that number plus one into answer.txt.
+environment:
+  dockerfile: environment/Dockerfile
+  cpus: 8
+  memory_mb: 256
+agent:
+  timeout_s: 60
+  max_steps: 5
+tests:
+  command: 'test "$(cat "$WORK/answer.txt")" = "$(( $(cat /opt/task/base) + 1 ))"'
+  timeout_s: 20
+"""
+
+
+def env_task(root: Path) -> Path:
+    folder = root / "plus-one"
+    (folder / "environment").mkdir(parents=True)
+    (folder / "environment" / "Dockerfile").write_text(
+        f"FROM sandbox-python\nRUN mkdir -p /opt/task && echo {secrets.randbelow(1000)} "
+        "> /opt/task/base\n"
+    )
+    (folder / "solution").mkdir()
+    (folder / "solution" / "solve.sh").write_text(
+        "#!/bin/bash\necho $(( $(cat /opt/task/base) + 1 )) > answer.txt\n"
+    )
+    (folder / "tests").mkdir()
+    (folder / "tests" / "check.txt").write_text("the check is the command\n")
+    (folder / "task.yaml").write_text(ENV_TASK_YAML)
+    return folder
+
+
+async def test_eval_runs_a_task_in_its_own_environment(
+    tmp_path: Path, platform: Platform, docker_client: docker.DockerClient
+) -> None:
+    task = load_task(env_task(tmp_path))
+    assert task.environment is not None and task.environment.resources.cpus == 8
+    runs = {}
+    for agent in (OracleAgent(), NullAgent()):
+        summary = await run_eval(
+            [task],
+            agent,
+            sessions=platform.sessions,
+            policies=platform.policies,
+            out=tmp_path / agent.name,
+            progress=False,
+            available_images=platform.images,
+        )
+        runs[agent.name] = summary.records[0]
+    oracle, null = runs["oracle"], runs["null"]
+    assert oracle["outcome"] == "passed", oracle
+    assert null["outcome"] == "failed", null
+    # Built before the first trial, found cached for the second; the request was lowered.
+    assert oracle["environment"]["cached"] is False and null["environment"]["cached"] is True
+    assert oracle["environment"]["id"] == null["environment"]["id"]
+    assert "cpus 8 was lowered to the base policy's 1" in oracle["environment"]["notes"]
+    assert Path(oracle["environment"]["build_log"]).read_text().count("Step ") >= 2
+    docker_client.images.remove(oracle["environment"]["image"], force=True)
