@@ -86,7 +86,6 @@ _HTTP_CODES = {
     413: "body_too_large",
     415: "unsupported_media_type",
     422: "invalid_request",
-    501: "not_implemented",
 }
 
 

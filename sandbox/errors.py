@@ -91,6 +91,10 @@ class SandboxTimeoutError(SandboxError, TimeoutError):
     """The platform itself (engine, runner) did not answer in time."""
 
 
+class UnsupportedError(SandboxError, NotImplementedError):
+    """This kind of service does not offer the operation (a fleet and task environments)."""
+
+
 class InfrastructureError(SandboxError, RuntimeError):
     """The engine or a container failed; never the fault of the user's code."""
 
@@ -126,6 +130,7 @@ ERROR_CODES: tuple[tuple[type[SandboxError], int, str], ...] = (
     (QuotaError, 429, "quota_exceeded"),
     (CapacityError, 429, "capacity_exhausted"),
     (SandboxTimeoutError, 504, "platform_timeout"),
+    (UnsupportedError, 501, "not_implemented"),
     (EngineError, 503, "engine_unavailable"),
     (ContainerLostError, 503, "container_lost"),
     (FleetUnavailableError, 503, "fleet_unavailable"),

@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 from sandbox.environments import EnvironmentBuilder, EnvironmentRecord, EnvironmentSpec
 from sandbox.environments.build import EnvironmentBuilt
 from sandbox.environments.upload import dockerfile_in, unpack_context
-from sandbox.errors import InvalidRequestError
+from sandbox.errors import InvalidRequestError, UnsupportedError
 
 from ..deps import PlatformDep, TenantDep, WorkingTenantDep
 from ..errors import error_responses
@@ -41,10 +41,9 @@ class ImageBody(BaseModel):
 def _builder(platform: object) -> EnvironmentBuilder:
     builder = getattr(platform, "environments", None)
     if not isinstance(builder, EnvironmentBuilder):
-        raise HTTPException(
-            501,
+        raise UnsupportedError(
             "this service (a fleet front end) does not build or route task environments; "
-            "build and run them against a single-host service",
+            "build and run them against a single-host service"
         )
     return builder
 
@@ -52,7 +51,7 @@ def _builder(platform: object) -> EnvironmentBuilder:
 @router.post(
     "",
     response_model=EnvironmentBuilt,
-    responses=error_responses(401, 404, 413, 415, 422, 429, 503, 504),
+    responses=error_responses(401, 404, 413, 415, 422, 429, 501, 503, 504),
 )
 async def build(
     request: Request,
@@ -65,30 +64,29 @@ async def build(
     builder = _builder(platform)
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     body = await request.body()
-    timeout = {"build_timeout_s": build_timeout_s} if build_timeout_s is not None else {}
     with tempfile.TemporaryDirectory(prefix="sandbox-upload-") as tmp:
         if content_type in TAR_TYPES:
             context = Path(tmp)
             await asyncio.to_thread(
                 unpack_context, body, context, max_bytes=builder.config.max_context_mb << 20
             )
-            spec = EnvironmentSpec(
-                dockerfile=dockerfile_in(context, dockerfile), context=context, **timeout
-            )
+            spec = EnvironmentSpec(dockerfile=dockerfile_in(context, dockerfile), context=context)
         elif content_type == "application/json":
             try:
                 named = ImageBody.model_validate_json(body)
             except ValidationError as exc:
                 raise InvalidRequestError(
-                    f"the JSON body names an image: {{\"image\": \"python:3.13-slim\"}} ({exc})"
+                    f'the JSON body names an image: {{"image": "python:3.13-slim"}} ({exc})'
                 ) from None
-            spec = EnvironmentSpec(image=named.image, **timeout)
+            spec = EnvironmentSpec(image=named.image)
         else:
             raise HTTPException(
                 415,
                 "send the build context as application/x-tar (optionally gzip-compressed), or "
                 'application/json {"image": "..."}',
             )
+        if build_timeout_s is not None:
+            spec = spec.model_copy(update={"build_timeout_s": build_timeout_s})
         result = await asyncio.to_thread(builder.build, spec, progress=logger.info)
     return json_response(result.answer())
 
@@ -96,7 +94,7 @@ async def build(
 @router.get(
     "/{environment}",
     response_model=EnvironmentRecord,
-    responses=error_responses(401, 404, 429),
+    responses=error_responses(401, 404, 429, 501),
 )
 async def get(environment: str, platform: PlatformDep, tenant: TenantDep) -> EnvironmentRecord:
     """A built environment: its image, bases, notes, build time and the end of its log."""

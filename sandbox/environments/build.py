@@ -35,8 +35,8 @@ from typing import IO, Any
 
 import docker
 import requests
-from pydantic import BaseModel
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from pydantic import BaseModel
 
 from sandbox.errors import (
     EngineError,
@@ -248,9 +248,7 @@ class EnvironmentBuilder:
         say(f"building environment {environment} ({tag}) from {', '.join(bases)}")
         started = time.monotonic()
         with log_path.open("w") as log:
-            tail = _stream_build(
-                client, build_context, tag, environment, spec, log, say
-            )
+            tail = _stream_build(client, build_context, tag, environment, spec, log, say)
         build_seconds = round(time.monotonic() - started, 2)
         ident = _image_id(client, tag)
         if not ident:

@@ -54,8 +54,7 @@ def check_reference(name: str) -> str:
     """``name`` if it is an image reference, else :class:`ValueError` saying what one is."""
     if not _REFERENCE.fullmatch(name):
         raise ValueError(
-            f"{name!r} is not an image reference; write e.g. 'ubuntu:24.04' or "
-            "'sandbox-python'"
+            f"{name!r} is not an image reference; write e.g. 'ubuntu:24.04' or 'sandbox-python'"
         )
     return name
 

@@ -46,7 +46,9 @@ class EnvironmentRecord(BaseModel):
 def check_id(environment: str) -> str:
     """``environment`` if it has the form of an id, else :class:`NotFoundError`."""
     if not _ID.fullmatch(environment):
-        raise NotFoundError(f"no environment {environment[:40]!r}; build one with POST /v1/environments")
+        raise NotFoundError(
+            f"no environment {environment[:40]!r}; build one with POST /v1/environments"
+        )
     return environment
 
 

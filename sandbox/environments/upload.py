@@ -43,7 +43,7 @@ def unpack_context(archive: bytes, target: Path, *, max_bytes: int) -> None:
 
 
 def dockerfile_in(context: Path, relative: str) -> Path:
-    """The Dockerfile at ``relative`` inside ``context``; refused when it climbs out or is absent."""
+    """The Dockerfile at ``relative`` in ``context``; refused when it climbs out or is absent."""
     rel = PurePosixPath(relative)
     if rel.is_absolute() or ".." in rel.parts or not rel.parts:
         raise InvalidRequestError(

@@ -446,7 +446,10 @@ async def _run_trial(env: _Trial, task: Task, epoch: int) -> dict[str, Any]:
 
 
 async def _in_environment(
-    sessions: SessionManager, environment: EnvironmentSpec, spec: SessionSpec, record: dict[str, Any]
+    sessions: SessionManager,
+    environment: EnvironmentSpec,
+    spec: SessionSpec,
+    record: dict[str, Any],
 ) -> SessionSpec:
     """Build the task's environment (or find it built) and point ``spec`` at it."""
     if sessions.environments is None:

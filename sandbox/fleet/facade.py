@@ -24,7 +24,7 @@ import ray
 from sandbox.core.execution import ExecutionService, RunRequest, decode_files
 from sandbox.core.pool import GroupStatus, Pool, PoolStatus
 from sandbox.core.sessions import Command, DirEntry, SessionInfo, SessionSpec
-from sandbox.errors import ContainerLostError, NotFoundError
+from sandbox.errors import ContainerLostError, NotFoundError, UnsupportedError
 from sandbox.fleet.admission import Admission
 from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.router import NAMESPACE, FleetStatus, Host, Router
@@ -155,6 +155,11 @@ class FleetSessions:
         self._snapshots: dict[str, Host] = {}
 
     async def create(self, spec: SessionSpec, *, tenant: str) -> _Remote:
+        if spec.environment is not None:
+            raise UnsupportedError(
+                "a fleet does not route task environments (an environment is built on one "
+                "host); run sessions in built environments against a single-host service"
+            )
         if spec.from_snapshot is not None:
             host = self._snapshots.get(spec.from_snapshot)
             if host is None:

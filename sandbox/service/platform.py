@@ -89,7 +89,7 @@ class PlatformSettings(BaseModel):
     )
     environments_dir: Path | None = Field(
         default=None,
-        description="Built environments' records and logs (default: environments/ by the audit log).",
+        description="Built environments' records and logs (default: by the audit log).",
     )
     image_base: str | None = Field(
         default=None,

@@ -5,6 +5,7 @@ Dockerfile installed, its lowered resources, a warm pool on first use, snapshot 
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import os
 import secrets
@@ -48,10 +49,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         svc.stop()
         client = docker.from_env()
         for record in (state / "environments").glob("*.json"):
-            try:
+            with contextlib.suppress(docker.errors.ImageNotFound):
                 client.images.remove(f"sandbox-env:{record.stem}", force=True)
-            except docker.errors.ImageNotFound:
-                pass
         client.close()
 
 

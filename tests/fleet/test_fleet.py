@@ -417,3 +417,12 @@ def test_drain_then_no_healthy_host_is_503_naming_the_hosts(fleet: Service) -> N
         assert body["code"] == "fleet_unavailable"
         for host in fleet_status(http)["hosts"]:
             assert host["name"] in body["message"]
+
+
+def test_task_environments_are_refused_by_a_fleet_with_501(fleet: Service) -> None:
+    with client(fleet) as http:
+        built = http.post("/v1/environments", json={"image": "python:3.13-slim"})
+        assert built.status_code == 501 and built.json()["code"] == "not_implemented"
+        assert "single-host service" in built.json()["message"]
+        session = http.post("/v1/sessions", json={"environment": "0123456789ab"})
+        assert session.status_code == 501 and "single-host" in session.json()["message"]

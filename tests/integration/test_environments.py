@@ -3,6 +3,7 @@ the build time limit, garbage collection, and the derived policy (lowered, root 
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Iterator
@@ -34,10 +35,8 @@ def builder(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator[Envi
     built = EnvironmentBuilder(tmp_path / "store", EnvironmentsConfig(image_aliases=ALIASES))
     yield built
     for record in built.records.all():
-        try:
+        with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(record.image, force=True)
-        except docker.errors.ImageNotFound:
-            pass
 
 
 def task(tmp_path: Path, dockerfile: str, **files: str) -> EnvironmentSpec:
@@ -89,7 +88,7 @@ def test_the_runner_is_layered_in_whatever_the_from(
     runner; the task's ENTRYPOINT is cleared."""
     spec = task(
         tmp_path,
-        f"FROM ubuntu:24.04\nRUN echo {secrets.token_hex(4)} > /etc/n\nENTRYPOINT [\"false\"]\n",
+        f'FROM ubuntu:24.04\nRUN echo {secrets.token_hex(4)} > /etc/n\nENTRYPOINT ["false"]\n',
     )
     result = builder.build(spec)
     assert result.record.bases == [base_tag()]
@@ -161,7 +160,8 @@ def test_gc_removes_least_recently_used_first_and_spares_running_images(
 ) -> None:
     ids = []
     for name in "abc":
-        dockerfile = f"FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > /{name}-{secrets.token_hex(4)}\n"
+        blob = f"/{name}-{secrets.token_hex(4)}"
+        dockerfile = f"FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > {blob}\n"
         ids.append(builder.build(task(tmp_path, dockerfile)).record.environment)
     a, b, c = ids
     builder.image_of(a)  # used: b is now the least recently used, then c, then a
