@@ -47,6 +47,7 @@ from sandbox.core.pool import Lease
 from sandbox.core.snapshots import SnapshotStore
 from sandbox.core.validation import FileMap, RelativePath, check_relative_path, decode_files
 from sandbox.environments import EnvironmentBuilder, ResourceRequest, derive_policy
+from sandbox.environments.build import SEED_DIR
 from sandbox.errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
 from sandbox.policy import LimitOverrides, Policy
 from sandbox.policy.limits import MAX_TIME_S, MIN_TIME_S
@@ -84,8 +85,8 @@ PYTEST_ARGV = [
 MAX_SNAPSHOT_BYTES = 64 << 20
 REAP_INTERVAL_S = 5.0
 LISTING = "%y %s %P\\0"  # find's -printf: kind, size, name; NUL-separated
-SNAPSHOT_COMMAND = ["tar", "-C", WORKDIR, "-cf", "-", "."]
-RESTORE_COMMAND = ["tar", "-C", WORKDIR, "-xf", "-", "--no-same-permissions"]
+SNAPSHOT_COMMAND = ["tar", "-cf", "-"]  # then -C <folder> <members>: Session.archive_paths
+RESTORE_COMMAND = ["tar", "-xf", "-", "--no-same-permissions"]  # then -C <folder>
 
 
 class SessionSpec(BaseModel):
@@ -138,6 +139,9 @@ class SessionInfo(BaseModel):
     idle_ttl_s: float
     commands: int
     environment: str | None = None
+    workdir: str | None = Field(
+        default=None, description="The environment's WORKDIR, writable and filled from its image."
+    )
     notes: list[str] = Field(default_factory=list, description="How the request was lowered.")
 
 
@@ -164,7 +168,15 @@ class Session:
     environment: str | None = None
     resources: ResourceRequest | None = None
     root: bool = False
+    seed: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def archive_paths(self) -> tuple[str, list[str]]:
+        """(``tar -C`` folder, members): what a snapshot of this session holds."""
+        if self.seed is None or self.seed == WORKDIR:
+            return WORKDIR, ["."]
+        return "/", [path_arg(WORKDIR.lstrip("/")), path_arg(self.seed.lstrip("/"))]
 
     def info(self) -> SessionInfo:
         idle = time.monotonic() - self.last_used
@@ -172,6 +184,7 @@ class Session:
             id=self.id,
             policy=self.base_policy or self.policy.name,
             environment=self.environment,
+            workdir=self.seed,
             notes=self.notes,
             image=self.image,
             created_at=self.created,
@@ -222,8 +235,9 @@ class SessionManager:
         base = self.execution.policy(snapshot.policy if snapshot else spec.policy)
         origin = snapshot or spec
         notes: list[str] = []
+        seed = None
         if origin.environment is not None:
-            image, policy, notes = await self._environment(
+            image, policy, notes, seed = await self._environment(
                 origin.environment, base, origin.resources, origin.root
             )
             image_name = image
@@ -248,13 +262,17 @@ class SessionManager:
             environment=origin.environment,
             resources=origin.resources,
             root=origin.root,
+            seed=seed,
             notes=notes,
         )
         self._sessions[session.id] = session
         try:
+            if seed is not None:
+                await self._seed(session, seed)
             if snapshot is not None:
                 archive = await self.snapshots.read(snapshot)
-                await self._run(session, RESTORE_COMMAND, stdin=archive)
+                folder, _ = session.archive_paths
+                await self._run(session, [*RESTORE_COMMAND, "-C", folder], stdin=archive)
             if files:
                 await self._run(session, ["true"], files=files)
             if spec.setup:
@@ -271,15 +289,28 @@ class SessionManager:
 
     async def _environment(
         self, environment: str, base: Policy, request: ResourceRequest | None, root: bool
-    ) -> tuple[str, Policy, list[str]]:
-        """The image of a built environment and its policy derived from ``base``, with notes."""
+    ) -> tuple[str, Policy, list[str], str | None]:
+        """A built environment's image, its policy derived from ``base`` (with the notes),
+        and its WORKDIR to fill from the image."""
         if self.environments is None:
             raise InvalidRequestError("this service runs no built environments")
-        image = await asyncio.to_thread(self.environments.image_of, environment)
+        record = await asyncio.to_thread(self.environments.use, environment)
         policy, notes = await asyncio.to_thread(
-            derive_policy, base, request, environment=environment, root=root
+            derive_policy, base, request, environment=environment, root=root, seed=record.seed
         )
-        return image, policy, notes
+        return record.image, policy, [*record.notes, *notes], record.seed
+
+    async def _seed(self, session: Session, seed: str) -> None:
+        """Copy the image's WORKDIR (kept by the build) onto its writable tmpfs."""
+        result = await self._run(
+            session,
+            ["cp", "-R", "--preserve=mode,timestamps,links", f"{SEED_DIR}/.", path_arg(seed)],
+        )
+        if result.status is not ExecStatus.OK:
+            raise InvalidRequestError(
+                f"could not fill {seed} from the environment's image: "
+                f"{result.stderr.decode(errors='replace')[-300:]}"
+            )
 
     def _check_session_quota(self, tenant: str) -> None:
         """:class:`QuotaError` if ``tenant`` has its ``max_sessions`` open (its sandboxes
@@ -436,7 +467,10 @@ class SessionManager:
         limits = exec_limits(session.policy, None).model_copy(
             update={"stdout_bytes": MAX_SNAPSHOT_BYTES}
         )
-        result = await self._run(session, SNAPSHOT_COMMAND, limits=limits)
+        folder, members = session.archive_paths
+        result = await self._run(
+            session, [*SNAPSHOT_COMMAND, "-C", folder, *members], limits=limits
+        )
         if result.status is not ExecStatus.OK or result.stdout_truncated:
             raise InvalidRequestError(
                 f"could not archive the workspace ({result.status.value}; at most "

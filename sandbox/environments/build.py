@@ -36,7 +36,7 @@ from typing import IO, Any
 import docker
 import requests
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from sandbox.errors import (
     EngineError,
@@ -47,6 +47,8 @@ from sandbox.errors import (
 )
 from sandbox.host import images
 from sandbox.host.engine import docker_client
+from sandbox.policy import ExtraTmpfs
+from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
 from .config import CONFIG_ENV, EnvironmentsConfig, normalise_reference
 from .dockerfile import Rewritten, rewrite_from_lines
@@ -63,6 +65,7 @@ LOG_TAIL_LINES = 30
 LAYER_DIR = ".sandbox-runner"
 _ANSWER = {"environment", "image", "build_seconds", "notes", "log_tail"}
 LAYER_SCRIPT = Path(__file__).with_name("layer.sh")
+SEED_DIR = "/opt/sandbox-seed"  # where layer.sh keeps the image's WORKDIR
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RUNNING_IN = re.compile(r"^\s*---> Running in ([0-9a-f]{12,64})\s*$")
 
@@ -113,8 +116,8 @@ class EnvironmentBuilder:
         """The record of a built environment (:class:`NotFoundError` if unknown)."""
         return self.records.get(environment)
 
-    def image_of(self, environment: str) -> str:
-        """The image of ``environment``, marked used; refused if it was collected."""
+    def use(self, environment: str) -> EnvironmentRecord:
+        """The record of ``environment``, marked used; refused if its image was collected."""
         record = self.records.get(environment)
         with _client() as client:
             if not _image_id(client, record.image):
@@ -123,8 +126,7 @@ class EnvironmentBuilder:
                     f"environment {environment!r} was garbage-collected (its image "
                     f"{record.image} is gone); build it again"
                 )
-        self.records.touch(environment)
-        return record.image
+        return self.records.touch(environment)
 
     def resolve_base(self, client: docker.DockerClient, image: str, notes: list[str]) -> str:
         """The local image to build ``FROM image`` on, or the refusal naming it and the fix."""
@@ -254,13 +256,15 @@ class EnvironmentBuilder:
         if not ident:
             raise EngineError(f"the build of {tag} ended without an image; see {log_path}")
         image = client.images.get(tag)
+        workdir = image.attrs.get("Config", {}).get("WorkingDir") or "/"
         base_size = max((_size(client, ref) for ref in bases), default=0)
         now = time.time()
         record = EnvironmentRecord(
             environment=environment,
             image=tag,
             bases=bases,
-            workdir=image.attrs.get("Config", {}).get("WorkingDir") or "/",
+            workdir=workdir,
+            seed=_seed_target(workdir, notes),
             size_bytes=max(0, int(image.attrs.get("Size", 0)) - base_size),
             build_seconds=build_seconds,
             created_at=now,
@@ -338,6 +342,23 @@ def _links(context: Path) -> list[tuple[str, Path]]:
     return sorted(
         (p.relative_to(context).as_posix(), p) for p in context.rglob("*") if p.is_symlink()
     )
+
+
+def _seed_target(workdir: str, notes: list[str]) -> str | None:
+    """Where a session copies the image's WORKDIR back (``layer.sh`` kept it), or None.
+
+    /workspace is a tmpfs already; another directory gets a tmpfs of its own if a
+    policy could mount one there (never over the platform's or the kernel's paths).
+    """
+    if workdir in ("/", WORKSPACE_PATH):
+        return None if workdir == "/" else workdir
+    try:
+        ExtraTmpfs(path=workdir, size_mb=1, inodes=MIN_TMPFS_INODES)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        notes.append(f"WORKDIR {workdir} stays read-only at run time: {reason}")
+        return None
+    return workdir
 
 
 def _layer_stage(final_stage: str) -> str:

@@ -4,7 +4,8 @@ Never looser than the base: a request above the base's bound is lowered to it
 (and a note says so), a host the base's network rules do not allow is dropped,
 and everything else (hardening, users, filesystem layout, runtime) is the
 base's. ``root`` is allowed only when the base runs gVisor (``runsc``) and the
-engine has that runtime registered.
+engine has that runtime registered; even then commands run as the sandbox uid
+for now (:data:`ROOT_NOTE` says so in the notes).
 """
 
 from __future__ import annotations
@@ -19,9 +20,15 @@ from pydantic import ValidationError
 from sandbox.errors import EngineError, InvalidRequestError
 from sandbox.host.engine import RUNTIME_RUNSC, docker_client
 from sandbox.policy import AllowRule, Policy
-from sandbox.policy.limits import MIN_CPUS, MIN_MEMORY_MB, MIN_TMPFS_MB
+from sandbox.policy.limits import MIN_CPUS, MIN_MEMORY_MB, MIN_TMPFS_MB, WORKSPACE_PATH
 
 from .spec import ResourceRequest
+
+ROOT_NOTE = (
+    "root was requested and is allowed under gVisor, but commands still run as the "
+    "unprivileged sandbox user: running them as root is not implemented yet (the runner "
+    "refuses uid 0, which could reach the judge's files)"
+)
 
 #: Sandboxes of one environment kept warm (a first use warms its pool).
 ENVIRONMENT_POOL_WARM = 1
@@ -99,13 +106,18 @@ def derive_policy(
     environment: str,
     env: Mapping[str, str] | None = None,
     root: bool = False,
+    seed: str | None = None,
     runsc: Callable[[], bool] = runsc_registered,
 ) -> tuple[Policy, list[str]]:
-    """The policy for ``environment`` from ``base`` and the task's request, and the notes."""
-    if root:
-        check_root(base, runsc=runsc)
+    """The policy for ``environment`` from ``base`` and the task's request, and the notes.
+
+    ``seed`` (the image's WORKDIR, see the build) gets a tmpfs sized like the workspace.
+    """
     request = request or ResourceRequest()
     notes: list[str] = []
+    if root:
+        check_root(base, runsc=runsc)
+        notes.append(ROOT_NOTE)
     data = base.model_dump()
     resources = data["resources"]
     if request.cpus is not None:
@@ -120,6 +132,10 @@ def derive_policy(
             _lower("storage_mb", request.storage_mb, workspace, MIN_TMPFS_MB, notes)
         )
     data["network"] = _network(base, request.network_allow, notes)
+    if seed is not None and seed != WORKSPACE_PATH:
+        workspace = data["filesystem"]["workspace"]
+        extra = {"path": seed, "size_mb": workspace["size_mb"], "inodes": workspace["inodes"]}
+        data["filesystem"]["extra_tmpfs"] = (*data["filesystem"]["extra_tmpfs"], extra)
     if env:
         data["env"]["set"] = {**base.env.set, **env}
     data["pool"]["warm"] = min(base.pool.warm, ENVIRONMENT_POOL_WARM)

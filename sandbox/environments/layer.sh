@@ -3,7 +3,9 @@
 # environment build, see build.py): python3 (installed from Debian's or
 # Ubuntu's archive with apt-get when the image lacks it), bash, tar and find,
 # the unprivileged users sandbox (10001) and judge (10002), /workspace and
-# /judge, and the runner's sources under /opt/sandbox/runner.
+# /judge, the runner's sources under /opt/sandbox/runner, and a copy of the
+# task's WORKDIR in /opt/sandbox-seed (a session copies it onto a writable
+# tmpfs at the WORKDIR, since the root filesystem is read-only at run time).
 set -eu
 refuse() {
     echo "sandbox-layer: $*" >&2
@@ -29,6 +31,11 @@ FROM to sandbox-python in the environments config)"
 fi
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' \
     || refuse "the image's python3 is $(python3 -V 2>&1); the runner needs Python >= 3.9"
+if [ "$(pwd)" != "/" ]; then
+    mkdir -p /opt/sandbox-seed
+    cp -a . /opt/sandbox-seed/
+    chmod -R a+rX /opt/sandbox-seed
+fi
 getent group 10001 >/dev/null 2>&1 || echo "sandbox:x:10001:" >> /etc/group
 getent group 10002 >/dev/null 2>&1 || echo "judge:x:10002:" >> /etc/group
 getent passwd 10001 >/dev/null 2>&1 \

@@ -35,6 +35,7 @@ class EnvironmentRecord(BaseModel):
     image: str
     bases: list[str]
     workdir: str
+    seed: str | None = None
     size_bytes: int
     build_seconds: float
     created_at: float

@@ -91,7 +91,8 @@ RUNTIMES: Final = ("runc", "runsc")
 WORKSPACE_PATH: Final = "/workspace"
 TMP_PATH: Final = "/tmp"
 RUNNER_PATH: Final = "/opt/sandbox"
-RESERVED_TARGETS: Final = (WORKSPACE_PATH, TMP_PATH, RUNNER_PATH)
+JUDGE_PATH: Final = "/judge"
+RESERVED_TARGETS: Final = (WORKSPACE_PATH, TMP_PATH, RUNNER_PATH, JUDGE_PATH)
 """Container paths the platform owns: nothing may be mounted at, above or below them."""
 FORBIDDEN_TARGET_ROOTS: Final = ("/proc", "/sys", "/dev")
 DOCKER_SOCKET_PATHS: Final = ("/var/run/docker.sock", "/run/docker.sock")

@@ -160,8 +160,8 @@ def test_a_session_runs_in_the_environment(
             environment=str(built["environment"]), resources={"cpus": 16, "memory_mb": 256}
         )
         try:
-            assert info.environment == built["environment"]
-            assert info.notes == ["cpus 16 was lowered to the base policy's 1"]
+            assert info.environment == built["environment"] and info.workdir == "/app"
+            assert info.notes[-1] == "cpus 16 was lowered to the base policy's 1"
             result = client.session_exec(info.id, "cat /etc/task-marker /app/notes.txt; id -u")
             assert result.status.value == "ok", result
             lines = result.stdout.splitlines()
@@ -192,7 +192,9 @@ def test_snapshot_and_fork_keep_the_environment(
     created = http.post("/v1/sessions", json={"environment": built["environment"]})
     assert created.status_code == 201, created.text
     first = created.json()["id"]
-    ran = http.post(f"/v1/sessions/{first}/exec", json={"command": "echo state-1 > progress.txt"})
+    # The image's WORKDIR (/app) is writable, filled from the image; snapshots keep it too.
+    state = "echo state-1 > progress.txt && echo edited >> /app/notes.txt"
+    ran = http.post(f"/v1/sessions/{first}/exec", json={"command": state})
     assert ran.json()["status"] == "ok", ran.text
     snap = http.post(f"/v1/sessions/{first}/snapshot")
     assert snap.status_code == 201, snap.text
@@ -203,10 +205,14 @@ def test_snapshot_and_fork_keep_the_environment(
         assert fork.status_code == 201, fork.text
         assert fork.json()["environment"] == built["environment"]
         forks.append(fork.json()["id"])
-        cmd = f"cat progress.txt && echo fork-{n} >> progress.txt && cat /etc/task-marker"
+        cmd = (
+            f"cat progress.txt && echo fork-{n} >> progress.txt && cat /etc/task-marker "
+            "&& tail -n 1 /app/notes.txt"
+        )
         out = http.post(f"/v1/sessions/{forks[-1]}/exec", json={"command": cmd}).json()
         assert out["status"] == "ok", out
         assert out["stdout"].startswith("state-1\n") and "installed-" in out["stdout"]
+        assert out["stdout"].endswith("edited\n")
     for fork, n in zip(forks, (1, 2), strict=True):
         read = http.get(f"/v1/sessions/{fork}/files", params={"path": "progress.txt"})
         assert read.status_code == 200

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.environments import EnvironmentBuilder, EnvironmentSpec, ResourceRequest
 from sandbox.environments.config import EnvironmentsConfig, parse_environments_config
-from sandbox.environments.derive import check_root, derive_policy, runsc_registered
+from sandbox.environments.derive import ROOT_NOTE, check_root, derive_policy, runsc_registered
 from sandbox.environments.gc import collect
 from sandbox.errors import InvalidRequestError, PolicyError, SandboxTimeoutError
 from sandbox.evals import NullAgent, OracleAgent, load_task, run_eval
@@ -164,7 +164,7 @@ def test_gc_removes_least_recently_used_first_and_spares_running_images(
         dockerfile = f"FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > {blob}\n"
         ids.append(builder.build(task(tmp_path, dockerfile)).record.environment)
     a, b, c = ids
-    builder.image_of(a)  # used: b is now the least recently used, then c, then a
+    builder.use(a)  # used: b is now the least recently used, then c, then a
     sizes = {r.environment: r.size_bytes for r in builder.records.all()}
     assert all(size > 2_000_000 for size in sizes.values()), sizes
     removed = collect(builder.records, sizes[a] + sizes[c] + 1000)
@@ -224,8 +224,8 @@ def test_root_needs_gvisor() -> None:
         derive_policy(POLICIES["default"], None, environment="0123456789ab", root=True)
     if not runsc_registered():
         pytest.skip("this engine has no runsc runtime (make setup registers it)")
-    policy, _ = derive_policy(POLICIES["gvisor"], None, environment="0123456789ab", root=True)
-    assert policy.runtime == "runsc"
+    policy, notes = derive_policy(POLICIES["gvisor"], None, environment="0123456789ab", root=True)
+    assert policy.runtime == "runsc" and notes == [ROOT_NOTE]
 
 
 def test_root_is_refused_on_a_host_without_runsc() -> None:
@@ -295,3 +295,21 @@ async def test_eval_runs_a_task_in_its_own_environment(
     assert "cpus 8 was lowered to the base policy's 1" in oracle["environment"]["notes"]
     assert Path(oracle["environment"]["build_log"]).read_text().count("Step ") >= 2
     docker_client.images.remove(oracle["environment"]["image"], force=True)
+
+
+def test_a_workdir_over_the_judges_files_stays_read_only(
+    builder: EnvironmentBuilder, tmp_path: Path
+) -> None:
+    """A task cannot get an agent-writable tmpfs over /judge by naming it its WORKDIR."""
+    spec = task(tmp_path, f"FROM python:3.13-slim\nWORKDIR /judge/{secrets.token_hex(3)}\n")
+    record = builder.build(spec).record
+    assert record.seed is None
+    assert any("stays read-only" in note and "/judge" in note for note in record.notes)
+    policy, _ = derive_policy(
+        POLICIES["default"], None, environment=record.environment, seed=record.seed
+    )
+    assert policy.filesystem.extra_tmpfs == ()
+    app = builder.build(task(tmp_path, "FROM python:3.13-slim\nWORKDIR /srv/app\n")).record
+    assert app.seed == "/srv/app"
+    policy, _ = derive_policy(POLICIES["default"], None, environment=app.environment, seed=app.seed)
+    assert [t.path for t in policy.filesystem.extra_tmpfs] == ["/srv/app"]
