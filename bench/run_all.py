@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARKS = ("bench_run.py", "bench_humaneval.py", "bench_fleet.py")
+BENCHMARKS = ("bench_run.py", "bench_humaneval.py", "bench_fleet.py", "bench_environments.py")
 
 
 def main() -> int:
