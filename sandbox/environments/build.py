@@ -20,7 +20,6 @@ line, and the whole output is kept in the store (``<id>.log``).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
@@ -47,6 +46,7 @@ from sandbox.errors import (
 )
 from sandbox.host import images
 from sandbox.host.engine import docker_client
+from sandbox.host.locks import exclusive
 from sandbox.policy import ExtraTmpfs
 from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
@@ -207,19 +207,12 @@ class EnvironmentBuilder:
             return None
         return self.records.touch(environment)
 
-    @contextlib.contextmanager
-    def _lock(self, environment: str, say: Progress) -> Iterator[None]:
+    def _lock(self, environment: str, say: Progress) -> contextlib.AbstractContextManager[None]:
         """One build of an environment at a time on this host (others wait, then find it)."""
-        with open(self.records.lock_path(environment), "a+b") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                say(f"environment {environment} is being built by another request; waiting")
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return exclusive(
+            self.records.lock_path(environment),
+            lambda: say(f"environment {environment} is being built by another request; waiting"),
+        )
 
     def _build(
         self,

@@ -20,11 +20,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sandbox.policy import config_error, load_yaml_mapping, read_config_file
+from sandbox.policy import parse_config, read_config_file
 
 CONFIG_ENV = "SANDBOX_ENVIRONMENTS_CONFIG"
 DEFAULT_DISK_BUDGET_MB = 20 * 1024
@@ -99,11 +98,7 @@ class EnvironmentsConfig(BaseModel):
 
 def parse_environments_config(text: str, *, source: str) -> EnvironmentsConfig:
     """Validate a config's YAML text; :class:`~sandbox.errors.PolicyError` names key and fix."""
-    data: dict[str, Any] = load_yaml_mapping(text, source)
-    try:
-        return EnvironmentsConfig.model_validate(data)
-    except ValidationError as exc:
-        raise config_error(exc, source=source, model=EnvironmentsConfig) from None
+    return parse_config(text, source=source, model=EnvironmentsConfig)
 
 
 def load_environments_config(path: str | Path | None = None) -> EnvironmentsConfig:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from sandbox.errors import ForbiddenError, InvalidRequestError
-from sandbox.policy import KeyedValueError, config_error, load_yaml_mapping, read_config_file
+from sandbox.policy import KeyedValueError, parse_config, read_config_file
 from sandbox.service.tenants import TenantName
 
 NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -297,11 +297,7 @@ class FleetConfig(_Section):
 
 def parse_fleet_config(text: str, *, source: str = "<string>") -> FleetConfig:
     """Validate fleet config YAML text; raises :class:`~sandbox.errors.PolicyError`."""
-    data: dict[str, Any] = load_yaml_mapping(text, source)
-    try:
-        return FleetConfig.model_validate(data)
-    except ValidationError as exc:
-        raise config_error(exc, source=source, model=FleetConfig) from None
+    return parse_config(text, source=source, model=FleetConfig)
 
 
 def load_fleet_config(path: str | Path | None = None) -> FleetConfig:

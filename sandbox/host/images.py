@@ -21,7 +21,6 @@ that starts with ``ARG BASE_IMAGE`` / ``FROM ${BASE_IMAGE}``.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -44,6 +43,7 @@ from docker.errors import DockerException, ImageNotFound
 
 from sandbox.errors import EngineError, InfrastructureError, InvalidRequestError, NotFoundError
 from sandbox.host.engine import docker_client, install_missing_packages
+from sandbox.host.locks import exclusive
 
 logger = logging.getLogger(__name__)
 
@@ -325,16 +325,8 @@ def _build_lock(progress: Progress) -> Iterator[None]:
         path.touch(exist_ok=True)
     except OSError:  # not root: the base cannot be built anyway; still serialise the rest
         path = Path(tempfile.gettempdir()) / "sandbox-images-build.lock"
-    with open(path, "a+b") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress("another image build runs on this machine; waiting for it")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with exclusive(path, lambda: progress("another image build runs on this machine; waiting")):
+        yield
 
 
 def _build_image(

@@ -32,7 +32,7 @@ the dotted key and what to change. A request may only *lower* limits, through
 from .keys import _KeyedValueError as KeyedValueError
 from .limits import MOUNT_ALLOWLIST_ENV
 from .lint import lint_policy
-from .loader import load_policy, load_policy_dir, parse_policy, read_config_file
+from .loader import load_policy, load_policy_dir, parse_config, parse_policy, read_config_file
 from .messages import config_error
 from .model import (
     AllowRule,
@@ -72,6 +72,7 @@ __all__ = [
     "load_policy",
     "load_policy_dir",
     "load_yaml_mapping",
+    "parse_config",
     "parse_policy",
     "read_config_file",
 ]

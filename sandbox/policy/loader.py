@@ -8,9 +8,10 @@ import logging
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import (
+    BaseModel,
     ValidationError,
 )
 
@@ -18,10 +19,10 @@ from sandbox.errors import PolicyError
 
 from .keys import _DANGEROUS_KEYS, _dotted, _KeyPath, _normalise_key, _Origins, _show
 from .limits import MAX_EXTENDS_DEPTH, MAX_POLICY_BYTES, POLICY_SUFFIXES
-from .messages import _policy_error
+from .messages import _policy_error, config_error
 from .model import Policy
 from .paths import _allowlist_roots
-from .yaml_loader import _load_yaml
+from .yaml_loader import _load_yaml, load_yaml_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,21 @@ def read_config_file(
         raise PolicyError(
             f"the file is not UTF-8 (byte {exc.start}); save it as UTF-8", source=source
         ) from None
+
+
+_Config = TypeVar("_Config", bound=BaseModel)
+
+
+def parse_config(text: str, *, source: str, model: type[_Config]) -> _Config:
+    """A config file's YAML text validated as ``model`` (hardened YAML, strict keys).
+
+    Raises :class:`~sandbox.errors.PolicyError` naming ``source``, the key and the fix.
+    """
+    data: dict[str, Any] = load_yaml_mapping(text, source)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(exc, source=source, model=model) from None
 
 
 def _find_parent(ref: Any, base_dir: Path | None, source: str) -> Path:
