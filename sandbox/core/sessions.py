@@ -44,7 +44,7 @@ from sandbox.core.execution import (
     sandbox_env,
 )
 from sandbox.core.pool import Lease
-from sandbox.core.snapshots import SnapshotStore
+from sandbox.core.snapshots import SnapshotRecord, SnapshotStore
 from sandbox.core.validation import FileMap, RelativePath, check_relative_path, decode_files
 from sandbox.environments import EnvironmentBuilder, ResourceRequest, derive_policy
 from sandbox.environments.build import SEED_DIR
@@ -110,6 +110,10 @@ class SessionSpec(BaseModel):
         default=None, description="The environment's request, lowered to the policy's bounds."
     )
     root: bool = Field(default=False, description="The environment wants root (gVisor only).")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables of every command in the environment (only with environment).",
+    )
 
 
 class Command(BaseModel):
@@ -168,6 +172,7 @@ class Session:
     environment: str | None = None
     resources: ResourceRequest | None = None
     root: bool = False
+    env: dict[str, str] = field(default_factory=dict)
     seed: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -236,10 +241,10 @@ class SessionManager:
         origin = snapshot or spec
         notes: list[str] = []
         seed = None
+        if origin.env and origin.environment is None:
+            raise InvalidRequestError("env is for sessions in a built environment; give one")
         if origin.environment is not None:
-            image, policy, notes, seed = await self._environment(
-                origin.environment, base, origin.resources, origin.root
-            )
+            image, policy, notes, seed = await self._environment(origin, base)
             image_name = image
         else:
             policy = base
@@ -262,6 +267,7 @@ class SessionManager:
             environment=origin.environment,
             resources=origin.resources,
             root=origin.root,
+            env=dict(origin.env),
             seed=seed,
             notes=notes,
         )
@@ -288,15 +294,22 @@ class SessionManager:
         return session
 
     async def _environment(
-        self, environment: str, base: Policy, request: ResourceRequest | None, root: bool
+        self, origin: SessionSpec | SnapshotRecord, base: Policy
     ) -> tuple[str, Policy, list[str], str | None]:
         """A built environment's image, its policy derived from ``base`` (with the notes),
         and its WORKDIR to fill from the image."""
         if self.environments is None:
             raise InvalidRequestError("this service runs no built environments")
-        record = await asyncio.to_thread(self.environments.use, environment)
+        assert origin.environment is not None
+        record = await asyncio.to_thread(self.environments.use, origin.environment)
         policy, notes = await asyncio.to_thread(
-            derive_policy, base, request, environment=environment, root=root, seed=record.seed
+            derive_policy,
+            base,
+            origin.resources,
+            environment=origin.environment,
+            env=origin.env,
+            root=origin.root,
+            seed=record.seed,
         )
         return record.image, policy, [*record.notes, *notes], record.seed
 
@@ -484,6 +497,7 @@ class SessionManager:
             environment=session.environment,
             resources=session.resources,
             root=session.root,
+            env=session.env,
         )
 
     async def close(self, session_id: str, *, tenant: str) -> None:

@@ -26,7 +26,7 @@ import secrets
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandbox.core.quotas import QuotaLookup, unlimited
 from sandbox.environments import ResourceRequest
@@ -56,6 +56,7 @@ class SnapshotInfo(BaseModel):
     environment: str | None = None
     resources: ResourceRequest | None = None
     root: bool = False
+    env: dict[str, str] = Field(default_factory=dict)
 
 
 class SnapshotRecord(SnapshotInfo):
@@ -162,6 +163,7 @@ class SnapshotStore:
         environment: str | None = None,
         resources: ResourceRequest | None = None,
         root: bool = False,
+        env: dict[str, str] | None = None,
     ) -> str:
         """Keep ``archive``; its id. 429 past the tenant's quotas or the store's budget.
 
@@ -179,6 +181,7 @@ class SnapshotStore:
             environment=environment,
             resources=resources,
             root=root,
+            env=env or {},
             size_bytes=len(archive),
             created_at=now,
             expires_at=now + self.ttl_s,

@@ -20,7 +20,13 @@ from pydantic import ValidationError
 from sandbox.errors import EngineError, InvalidRequestError
 from sandbox.host.engine import RUNTIME_RUNSC, docker_client
 from sandbox.policy import AllowRule, Policy
-from sandbox.policy.limits import MIN_CPUS, MIN_MEMORY_MB, MIN_TMPFS_MB, WORKSPACE_PATH
+from sandbox.policy.limits import (
+    MIN_CPUS,
+    MIN_MEMORY_MB,
+    MIN_TMPFS_MB,
+    PROTECTED_ENV_NAMES,
+    WORKSPACE_PATH,
+)
 
 from .spec import ResourceRequest
 
@@ -137,6 +143,12 @@ def derive_policy(
         extra = {"path": seed, "size_mb": workspace["size_mb"], "inodes": workspace["inodes"]}
         data["filesystem"]["extra_tmpfs"] = (*data["filesystem"]["extra_tmpfs"], extra)
     if env:
+        protected = sorted(set(env) & PROTECTED_ENV_NAMES)
+        if protected:
+            raise InvalidRequestError(
+                f"env may not set {', '.join(protected)}: interpreter start-up hooks are "
+                "never taken from a task; remove them"
+            )
         data["env"]["set"] = {**base.env.set, **env}
     data["pool"]["warm"] = min(base.pool.warm, ENVIRONMENT_POOL_WARM)
     data["name"] = f"{base.name}.env-{environment}"

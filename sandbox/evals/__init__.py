@@ -7,6 +7,7 @@ A task is a directory::
     tests/         hidden tests: copied in only after the agent has stopped
     solution/      the reference solution (never shown to agents): files laid over
                    the workspace, then ``solution/solve.sh`` run there if present
+    environment/   optional: the task's own build context (see ``environment:``)
 
 ``task.yaml``::
 
@@ -25,6 +26,20 @@ A task is a directory::
     category: bugfix          free text, used to group metrics
     difficulty: easy          easy | medium | hard
     tags: [python]
+    environment:              optional: the task's own environment instead of ``image``
+      dockerfile: environment/Dockerfile   below environment/ (the build context); or
+      image: "python:3.13-slim"            an image name (the operator's aliases apply)
+      cpus: 2                 the request, lowered to ``policy``'s bounds (with notes)
+      memory_mb: 1024
+      storage_mb: 256         the workspace tmpfs
+      network_allow: []       hosts; only those ``policy``'s rules allow are kept
+      root: false             allowed only under a gVisor policy (still runs unprivileged)
+      build_timeout_s: 600
+
+A task with an ``environment`` is built before its first trial (found cached
+after: :mod:`sandbox.environments`) and its trials run in sessions in it; each
+trial's record carries ``environment`` (id, image, cached, build seconds, the
+build log's path, notes).
 
 How a trial ends: once the agent stops, every process it left is killed. As
 the judge uid, with nothing else in ``/judge`` yet, the workspace is copied to

@@ -470,6 +470,7 @@ async def _in_environment(
             "policy": environment.base_policy,
             "resources": environment.resources,
             "root": environment.root,
+            "env": dict(environment.env),
         }
     )
 

@@ -189,7 +189,8 @@ def test_a_session_runs_in_the_environment(
 def test_snapshot_and_fork_keep_the_environment(
     http: httpx.Client, built: dict[str, object]
 ) -> None:
-    created = http.post("/v1/sessions", json={"environment": built["environment"]})
+    spec = {"environment": built["environment"], "env": {"TASK_MODE": "forked"}}
+    created = http.post("/v1/sessions", json=spec)
     assert created.status_code == 201, created.text
     first = created.json()["id"]
     # The image's WORKDIR (/app) is writable, filled from the image; snapshots keep it too.
@@ -207,12 +208,12 @@ def test_snapshot_and_fork_keep_the_environment(
         forks.append(fork.json()["id"])
         cmd = (
             f"cat progress.txt && echo fork-{n} >> progress.txt && cat /etc/task-marker "
-            "&& tail -n 1 /app/notes.txt"
+            "&& tail -n 1 /app/notes.txt && echo $TASK_MODE"
         )
         out = http.post(f"/v1/sessions/{forks[-1]}/exec", json={"command": cmd}).json()
         assert out["status"] == "ok", out
         assert out["stdout"].startswith("state-1\n") and "installed-" in out["stdout"]
-        assert out["stdout"].endswith("edited\n")
+        assert out["stdout"].endswith("edited\nforked\n")
     for fork, n in zip(forks, (1, 2), strict=True):
         read = http.get(f"/v1/sessions/{fork}/files", params={"path": "progress.txt"})
         assert read.status_code == 200
@@ -224,3 +225,32 @@ def test_snapshot_and_fork_keep_the_environment(
 def test_an_unknown_environment_is_not_found(http: httpx.Client) -> None:
     answer = http.post("/v1/sessions", json={"environment": "ffffffffffff"})
     assert answer.status_code == 404 and "POST /v1/environments" in answer.json()["message"]
+
+
+def test_env_needs_an_environment_and_no_startup_hooks(
+    http: httpx.Client, built: dict[str, object]
+) -> None:
+    plain = http.post("/v1/sessions", json={"env": {"A": "1"}})
+    assert plain.status_code == 422 and "built environment" in plain.json()["message"]
+    hook = http.post(
+        "/v1/sessions", json={"environment": built["environment"], "env": {"BASH_ENV": "/x"}}
+    )
+    assert hook.status_code == 422 and "BASH_ENV" in hook.json()["message"]
+
+
+def test_root_is_refused_under_runc_and_noted_under_gvisor(
+    http: httpx.Client, built: dict[str, object]
+) -> None:
+    runc = http.post("/v1/sessions", json={"environment": built["environment"], "root": True})
+    assert runc.status_code == 422 and "never under runc" in runc.json()["message"]
+    if "runsc" not in docker.from_env().info().get("Runtimes", {}):
+        pytest.skip("this engine has no runsc runtime (make setup registers it)")
+    spec = {"environment": built["environment"], "root": True, "policy": "gvisor"}
+    gvisor = http.post("/v1/sessions", json=spec)
+    assert gvisor.status_code == 201, gvisor.text
+    assert any("still run as the unprivileged" in n for n in gvisor.json()["notes"])
+    out = http.post(
+        f"/v1/sessions/{gvisor.json()['id']}/exec", json={"command": "cat /etc/task-marker"}
+    )
+    assert out.json()["status"] == "ok" and out.json()["stdout"].startswith("installed-")
+    assert http.delete(f"/v1/sessions/{gvisor.json()['id']}").status_code == 204
