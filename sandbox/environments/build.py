@@ -189,7 +189,8 @@ class EnvironmentBuilder:
                 if found is not None:
                     say(f"environment {environment} is built ({found.image}); not rebuilt")
                     return BuildResult(found, cached=True)
-                shutil.copytree(context, work / "build", symlinks=True)
+                # What the hash skipped (bytecode caches) is not built either.
+                shutil.copytree(context, work / "build", symlinks=True, ignore=_no_bytecode)
                 record = self._build(
                     client, environment, work / "build", rewritten, spec, notes, say
                 )
@@ -232,7 +233,9 @@ class EnvironmentBuilder:
             raise InvalidRequestError(
                 f"the build context holds {LAYER_DIR}, which is reserved for the runner; rename it"
             )
-        shutil.copytree(images.runner_dir(), layer / "runner", ignore=_no_bytecode)
+        for rel, path in images._runner_files():  # exactly the files the id was hashed over
+            (layer / "runner" / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, layer / "runner" / rel)
         shutil.copy2(LAYER_SCRIPT, layer / "layer.sh")
         (layer / "Dockerfile").write_text(rewritten.text + _layer_stage(rewritten.final_stage))
         ignore = build_context / ".dockerignore"
@@ -434,6 +437,8 @@ def _stream_build(
     finally:
         watchdog.cancel()
     if state["expired"]:
+        with contextlib.suppress(ImageNotFound, APIError):
+            client.images.remove(tag)  # a build that ended past its limit is not kept
         raise SandboxTimeoutError(
             f"the build of environment {environment} took longer than build_timeout_s="
             f"{spec.build_timeout_s:g} s and was stopped; raise build_timeout_s (at most 7200) "
