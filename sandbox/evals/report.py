@@ -72,6 +72,7 @@ def build_report(run_dir: Path | str) -> dict[str, Any]:
             for r in records
             if r.get("outcome") == "infra_error"
         ],
+        "environments": _environments(records),
         "trials": [
             {
                 "task": r["task"],
@@ -85,10 +86,41 @@ def build_report(run_dir: Path | str) -> dict[str, Any]:
                 "reason": _why(r),
                 "error": r.get("error"),
                 "trajectory": r.get("trajectory"),
+                "environment": (r.get("environment") or {}).get("id"),
             }
             for r in records
         ],
     }
+
+
+def _environments(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each task environment the trials ran in: its build (time, log, notes) and reuse."""
+    found: dict[str, dict[str, Any]] = {}
+    for record in records:
+        env = record.get("environment")
+        if not env:
+            continue
+        entry = found.setdefault(
+            env["id"],
+            {
+                "id": env["id"],
+                "image": env.get("image"),
+                "tasks": [],
+                "build_seconds": None,
+                "build_log": env.get("build_log"),
+                "trials": 0,
+                "cached_trials": 0,
+                "notes": env.get("notes", []),
+            },
+        )
+        if record["task"] not in entry["tasks"]:
+            entry["tasks"].append(record["task"])
+        entry["trials"] += 1
+        if env.get("cached"):
+            entry["cached_trials"] += 1
+        else:
+            entry["build_seconds"] = env.get("build_seconds")
+    return sorted(found.values(), key=lambda e: str(e["id"]))
 
 
 def _why(record: Mapping[str, Any]) -> str | None:

@@ -17,7 +17,7 @@ from sandbox.environments.config import EnvironmentsConfig, parse_environments_c
 from sandbox.environments.derive import ROOT_NOTE, check_root, derive_policy, runsc_registered
 from sandbox.environments.gc import collect
 from sandbox.errors import InvalidRequestError, PolicyError, SandboxTimeoutError
-from sandbox.evals import NullAgent, OracleAgent, load_task, run_eval
+from sandbox.evals import NullAgent, OracleAgent, build_report, load_task, run_eval
 from sandbox.host.images import base_tag, resolve_image
 from sandbox.policy import load_policy_dir
 from sandbox.service.platform import Platform
@@ -294,6 +294,9 @@ async def test_eval_runs_a_task_in_its_own_environment(
     assert oracle["environment"]["id"] == null["environment"]["id"]
     assert "cpus 8 was lowered to the base policy's 1" in oracle["environment"]["notes"]
     assert Path(oracle["environment"]["build_log"]).read_text().count("Step ") >= 2
+    (built,) = build_report(tmp_path / "oracle")["environments"]
+    assert built["id"] == oracle["environment"]["id"] and built["tasks"] == ["plus-one"]
+    assert built["build_seconds"] > 0 and built["build_log"] == oracle["environment"]["build_log"]
     docker_client.images.remove(oracle["environment"]["image"], force=True)
 
 
