@@ -48,10 +48,25 @@ def _builder(platform: object) -> EnvironmentBuilder:
     return builder
 
 
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/x-tar": {
+                "schema": {"type": "string", "format": "binary"},
+                "description": "the build context (optionally gzip-compressed)",
+            },
+            "application/json": {"schema": ImageBody.model_json_schema()},
+        },
+    }
+}
+
+
 @router.post(
     "",
     response_model=EnvironmentBuilt,
     responses=error_responses(401, 404, 413, 415, 422, 429, 501, 503, 504),
+    openapi_extra=_BODY,
 )
 async def build(
     request: Request,

@@ -50,7 +50,7 @@ from sandbox.host.locks import exclusive
 from sandbox.policy import ExtraTmpfs
 from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
-from .config import CONFIG_ENV, EnvironmentsConfig, normalise_reference
+from .config import CONFIG_ENV, EnvironmentsConfig, check_reference, normalise_reference
 from .dockerfile import Rewritten, rewrite_from_lines
 from .gc import collect
 from .spec import EnvironmentSpec
@@ -130,6 +130,10 @@ class EnvironmentBuilder:
 
     def resolve_base(self, client: docker.DockerClient, image: str, notes: list[str]) -> str:
         """The local image to build ``FROM image`` on, or the refusal naming it and the fix."""
+        try:
+            check_reference(image)
+        except ValueError as exc:
+            raise InvalidRequestError(f"FROM {image}: {exc}") from None
         target = self.config.alias(image)
         if target is not None:
             resolved = _our_image(target) or target
@@ -307,6 +311,10 @@ def _inputs(spec: EnvironmentSpec, work: Path) -> tuple[str, str, Path]:
     if (spec.dockerfile is None) == (spec.image is None):
         raise InvalidRequestError("an environment names exactly one of dockerfile or image")
     if spec.image is not None:
+        try:
+            check_reference(spec.image)
+        except ValueError as exc:
+            raise InvalidRequestError(f"image: {exc}") from None
         context = work / "context"
         context.mkdir()
         return f"image {spec.image}", f"FROM {spec.image}\n", context

@@ -134,6 +134,9 @@ def test_an_image_named_in_json(http: httpx.Client) -> None:
     unknown = http.post("/v1/environments", json={"image": "nosuch/thing:1"})
     assert unknown.status_code == 422
     assert "FROM nosuch/thing:1" in unknown.json()["message"]
+    for bad_name in ("Not_An_Image!", "python:3.13-slim\nRUN touch /injected"):
+        bad = http.post("/v1/environments", json={"image": bad_name})
+        assert bad.status_code == 422 and "not an image reference" in bad.json()["message"]
 
 
 def test_refusals(http: httpx.Client) -> None:
