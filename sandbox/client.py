@@ -126,6 +126,55 @@ def _context_archive(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
+def _build_request(
+    path: str | Path, dockerfile: str, build_timeout_s: float | None
+) -> dict[str, Any]:
+    """The keyword arguments of ``POST /v1/environments`` for the folder ``path``."""
+    params: dict[str, Any] = {"dockerfile": dockerfile}
+    if build_timeout_s is not None:
+        params["build_timeout_s"] = build_timeout_s
+    return {
+        "content": _context_archive(Path(path)),
+        "params": params,
+        "headers": {"Content-Type": "application/x-tar"},
+        "timeout": (build_timeout_s or DEFAULT_BUILD_TIMEOUT_S) + 60.0,
+    }
+
+
+def _session_payload(
+    image: str,
+    policy: str,
+    environment: str | None,
+    resources: ResourceRequest | Mapping[str, Any] | None,
+    files: Mapping[str, str] | None,
+    setup: str | None,
+    from_snapshot: str | None,
+    env: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {"image": image, "policy": policy, "files": dict(files or {})}
+    if env:
+        payload["env"] = dict(env)
+    for key, value in (
+        ("environment", environment),
+        ("setup", setup),
+        ("from_snapshot", from_snapshot),
+    ):
+        if value is not None:
+            payload[key] = value
+    if resources is not None:
+        payload["resources"] = ResourceRequest.model_validate(resources).model_dump(
+            exclude_none=True
+        )
+    return payload
+
+
+def _exec_payload(command: str | Sequence[str], timeout_s: float | None) -> dict[str, Any]:
+    payload: dict[str, Any] = {"command": command if isinstance(command, str) else list(command)}
+    if timeout_s is not None:
+        payload["timeout_s"] = timeout_s
+    return payload
+
+
 class SandboxClient:
     """Blocking client. Use as a context manager, or call :meth:`close`."""
 
@@ -244,17 +293,8 @@ class SandboxClient:
         """Build the environment whose build context is the folder ``path``
         (``POST /v1/environments``); returns its ``environment`` id, ``image``,
         ``cached``, ``build_seconds``, ``notes`` and ``log_tail``."""
-        params: dict[str, Any] = {"dockerfile": dockerfile}
-        if build_timeout_s is not None:
-            params["build_timeout_s"] = build_timeout_s
-        wait = (build_timeout_s or DEFAULT_BUILD_TIMEOUT_S) + 60.0
         body: dict[str, Any] = self._request(
-            "POST",
-            "/v1/environments",
-            content=_context_archive(Path(path)),
-            params=params,
-            headers={"Content-Type": "application/x-tar"},
-            timeout=wait,
+            "POST", "/v1/environments", **_build_request(path, dockerfile, build_timeout_s)
         ).json()
         return body
 
@@ -268,20 +308,13 @@ class SandboxClient:
         files: Mapping[str, str] | None = None,
         setup: str | None = None,
         from_snapshot: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> SessionInfo:
-        """Start a session (``POST /v1/sessions``); ``environment`` runs it in a built one."""
-        payload: dict[str, Any] = {"image": image, "policy": policy, "files": dict(files or {})}
-        for key, value in (
-            ("environment", environment),
-            ("setup", setup),
-            ("from_snapshot", from_snapshot),
-        ):
-            if value is not None:
-                payload[key] = value
-        if resources is not None:
-            payload["resources"] = ResourceRequest.model_validate(resources).model_dump(
-                exclude_none=True
-            )
+        """Start a session (``POST /v1/sessions``); ``environment`` runs it in a built one
+        (``resources`` lowered to ``policy``, ``env`` set for every command)."""
+        payload = _session_payload(
+            image, policy, environment, resources, files, setup, from_snapshot, env
+        )
         response = self._request("POST", "/v1/sessions", json=payload)
         return SessionInfo.model_validate_json(response.content)
 
@@ -289,12 +322,9 @@ class SandboxClient:
         self, session_id: str, command: str | Sequence[str], *, timeout_s: float | None = None
     ) -> RunResult:
         """Run one command in a session (``POST /v1/sessions/{id}/exec``)."""
-        payload: dict[str, Any] = {
-            "command": command if isinstance(command, str) else list(command)
-        }
-        if timeout_s is not None:
-            payload["timeout_s"] = timeout_s
-        response = self._request("POST", f"/v1/sessions/{session_id}/exec", json=payload)
+        response = self._request(
+            "POST", f"/v1/sessions/{session_id}/exec", json=_exec_payload(command, timeout_s)
+        )
         return RunResult.model_validate_json(response.content)
 
     def close_session(self, session_id: str) -> None:
@@ -413,6 +443,55 @@ class AsyncSandboxClient:
         """``GET /healthz``."""
         body: dict[str, Any] = (await self._request("GET", "/healthz")).json()
         return body
+
+    async def build_environment(
+        self,
+        path: str | Path,
+        *,
+        dockerfile: str = "Dockerfile",
+        build_timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Build the environment whose build context is the folder ``path``
+        (``POST /v1/environments``); returns its ``environment`` id, ``image``,
+        ``cached``, ``build_seconds``, ``notes`` and ``log_tail``."""
+        response = await self._request(
+            "POST", "/v1/environments", **_build_request(path, dockerfile, build_timeout_s)
+        )
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def create_session(
+        self,
+        *,
+        image: str = "python",
+        policy: str = "default",
+        environment: str | None = None,
+        resources: ResourceRequest | Mapping[str, Any] | None = None,
+        files: Mapping[str, str] | None = None,
+        setup: str | None = None,
+        from_snapshot: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> SessionInfo:
+        """Start a session (``POST /v1/sessions``); ``environment`` runs it in a built one
+        (``resources`` lowered to ``policy``, ``env`` set for every command)."""
+        payload = _session_payload(
+            image, policy, environment, resources, files, setup, from_snapshot, env
+        )
+        response = await self._request("POST", "/v1/sessions", json=payload)
+        return SessionInfo.model_validate_json(response.content)
+
+    async def session_exec(
+        self, session_id: str, command: str | Sequence[str], *, timeout_s: float | None = None
+    ) -> RunResult:
+        """Run one command in a session (``POST /v1/sessions/{id}/exec``)."""
+        response = await self._request(
+            "POST", f"/v1/sessions/{session_id}/exec", json=_exec_payload(command, timeout_s)
+        )
+        return RunResult.model_validate_json(response.content)
+
+    async def close_session(self, session_id: str) -> None:
+        """End a session (``DELETE /v1/sessions/{id}``)."""
+        await self._request("DELETE", f"/v1/sessions/{session_id}")
 
     async def aclose(self) -> None:
         await self._http.aclose()

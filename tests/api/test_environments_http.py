@@ -18,7 +18,7 @@ import docker
 import httpx
 import pytest
 
-from sandbox.client import SandboxClient
+from sandbox.client import AsyncSandboxClient, SandboxClient
 from sandbox.host.labels import LABEL_POLICY
 from tests.conftest import Service
 
@@ -257,3 +257,17 @@ def test_root_is_refused_under_runc_and_noted_under_gvisor(
     )
     assert out.json()["status"] == "ok" and out.json()["stdout"].startswith("installed-")
     assert http.delete(f"/v1/sessions/{gvisor.json()['id']}").status_code == 204
+
+
+async def test_the_async_client_builds_and_runs(
+    service: Service, task_dir: Path, built: dict[str, object]
+) -> None:
+    async with AsyncSandboxClient(service.url, timeout=300) as client:
+        again = await client.build_environment(task_dir)
+        assert again["cached"] is True and again["environment"] == built["environment"]
+        info = await client.create_session(environment=built["environment"], env={"GREETING": "hi"})
+        try:
+            result = await client.session_exec(info.id, ["bash", "-c", "echo $GREETING; pwd"])
+            assert result.stdout == "hi\n/workspace\n"
+        finally:
+            await client.close_session(info.id)
