@@ -13,6 +13,7 @@ retried after its Retry-After, up to ``max_retries`` times.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -228,7 +229,8 @@ class SandboxClient:
 
 
 class AsyncSandboxClient:
-    """Asynchronous client with the same methods as :class:`SandboxClient`."""
+    """Asynchronous client with the methods of :class:`SandboxClient`, and sessions and
+    task environments (what the Harbor provider, ``sandbox.integrations.harbor``, uses)."""
 
     def __init__(
         self,
@@ -324,6 +326,83 @@ class AsyncSandboxClient:
     async def pool(self) -> PoolStatus:
         """The pool's counts (``GET /v1/pool``)."""
         return PoolStatus.model_validate_json((await self._request("GET", "/v1/pool")).content)
+
+    async def api_paths(self) -> set[str]:
+        """The paths the service serves (from its OpenAPI document): what this one offers."""
+        document = (await self._request("GET", "/openapi.json")).json()
+        return set(document.get("paths", {}))
+
+    async def create_environment(
+        self,
+        *,
+        context: bytes | None = None,
+        image: str | None = None,
+        build_timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Build (or find cached) a task environment (``POST /v1/environments``): from a
+        build ``context`` (a tar archive, Dockerfile at its root) or an ``image`` name."""
+        if (context is None) == (image is None):
+            raise ValueError("create_environment takes a build context or an image, not both")
+        params = {} if build_timeout_s is None else {"build_timeout_s": build_timeout_s}
+        wait = None if build_timeout_s is None else build_timeout_s + 60.0
+        if context is not None:
+            headers = {"Content-Type": "application/x-tar"}
+            response = await self._request(
+                "POST",
+                "/v1/environments",
+                content=context,
+                headers=headers,
+                params=params,
+                timeout=wait,
+            )
+        else:
+            response = await self._request(
+                "POST", "/v1/environments", json={"image": image}, params=params, timeout=wait
+            )
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def create_session(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Start a session (``POST /v1/sessions``); returns its info, ``id`` first of all."""
+        body: dict[str, Any] = (await self._request("POST", "/v1/sessions", json=dict(spec))).json()
+        return body
+
+    async def session_exec(
+        self,
+        session_id: str,
+        command: str | Sequence[str],
+        *,
+        stdin: str = "",
+        cwd: str | None = None,
+        timeout_s: float | None = None,
+    ) -> RunResult:
+        """Run one command in a session (a string runs under ``bash -c``); without
+        ``timeout_s`` the policy's wall time applies, and the HTTP call waits for it."""
+        payload: dict[str, Any] = {
+            "command": command if isinstance(command, str) else list(command)
+        }
+        if stdin:
+            payload["stdin"] = stdin
+        if cwd is not None:
+            payload["cwd"] = cwd
+        if timeout_s is not None:
+            payload["timeout_s"] = timeout_s
+        wait = None if timeout_s is None else timeout_s + 60.0
+        response = await self._request(
+            "POST", f"/v1/sessions/{session_id}/exec", json=payload, timeout=wait
+        )
+        return RunResult.model_validate_json(response.content)
+
+    async def read_session_file(self, session_id: str, path: str) -> bytes:
+        """A file of a session, below /workspace or /tmp (``GET /v1/sessions/{id}/files``)."""
+        response = await self._request(
+            "GET", f"/v1/sessions/{session_id}/files", params={"path": path}
+        )
+        return base64.b64decode(response.json()["content_base64"])
+
+    async def close_session(self, session_id: str) -> None:
+        """End a session: its processes are killed and its sandbox reset."""
+        await self._request("DELETE", f"/v1/sessions/{session_id}")
 
     async def health(self) -> dict[str, Any]:
         """``GET /healthz``."""
