@@ -168,3 +168,33 @@ def test_an_environment_the_service_cannot_provide_is_refused(
     assert "instructions beyond its FROM (RUN" in message
     assert harbor_sessions_since(http, since) == set()
     assert_all_closed(http)
+
+
+def test_the_environment_does_what_harbor_asks(
+    service: Service, http: httpx.Client, tmp_path: Path
+) -> None:
+    """exec, uploads and downloads as Harbor calls them (``harbor_probe.py``, in the
+    Harbor venv): env values reach the command verbatim, exit codes and both streams come
+    back, a timeout raises, every byte survives both ways, ``user="root"`` still runs as
+    the sandbox uid on a read-only root, and a stopped environment runs nothing."""
+    probe = Path(__file__).with_name("harbor_probe.py")
+    python = _harbor_bin().with_name("python")
+    done = subprocess.run(
+        [str(python), str(probe), service.url, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["env_echo"] == 'it\'s $HOME; `x` "y"\n2nd line'
+    assert (found["uid"], found["as_root_uid"], found["cwd"]) == ("10001", "10001", "/workspace")
+    assert found["exit_7"] == {"stdout": "out\n", "stderr": "err\n", "return_code": 7}
+    assert found["timeout"] == "Command timed out after 1 seconds"
+    assert found["uploaded_script"] == "ran\n"
+    assert found["file_round_trip"] is True and found["dir_round_trip"] is True
+    assert found["readonly_root"] != 0
+    assert "/logs/nothing-here" in found["missing"] and "No such file" in found["missing"]
+    assert found["after_stop"] == "the sandbox-platform environment is not started"
+    assert_all_closed(http)
