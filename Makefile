@@ -1,4 +1,4 @@
-# Entry points: `make setup` (venv + Docker engine + images, idempotent),
+# Entry points: `make setup` (venv, the Harbor venv, Docker engine, images; idempotent),
 # `make up` (serve), `make test`, `make demo` (GRPO on sandbox rewards), `make bench`,
 # `make clean`.
 # The engine and the base image need root (debootstrap, dockerd).
@@ -61,6 +61,10 @@ harbor-venv: $(HARBOR_STAMP)
 $(HARBOR_STAMP): pyproject.toml
 	@$(HARBOR_VENV)/bin/python -m pip --version >/dev/null 2>&1 || { \
 	  found=; \
+	  if [ -n "$(HARBOR_PYTHON)" ] && ! $(HARBOR_PYTHON) $(IS_PY312); then \
+	    echo "error: HARBOR_PYTHON=$(HARBOR_PYTHON) is not a Python 3.12+ with ensurepip" >&2; \
+	    exit 1; \
+	  fi; \
 	  for py in $(HARBOR_PYTHON) python3.12 python3.13 \
 	      $$(ls -d $(PYENV_ROOT)/versions/3.1[23]*/bin/python3 2>/dev/null | sort -rV); do \
 	    if $$py $(IS_PY312); then found=$$py; break; fi; \
