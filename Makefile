@@ -86,7 +86,7 @@ engine: venv
 images: engine
 	$(BIN)/sandbox images build
 
-up: setup
+up: venv engine images
 	$(BIN)/sandbox serve
 
 test: setup
@@ -96,10 +96,10 @@ test: setup
 	$(BIN)/python -m pytest -q --durations=15
 
 # Trains the tiny model on sandbox rewards; starts a service for the run if none answers.
-demo: setup
+demo: venv engine images
 	$(BIN)/sandbox train sandbox/rl/configs/demo.yaml --start-service
 
-bench: setup
+bench: venv engine images
 	$(BIN)/python bench/run_all.py
 
 clean:
