@@ -14,18 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import gzip
+import io
+import tarfile
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
 from sandbox.core.pool import PoolStatus
+from sandbox.core.sessions import SessionInfo
 from sandbox.judge.batches import ItemLine, Summary, parse_lines
 from sandbox.judge.judge import JudgeRequest, JudgeResult
+from sandbox.policy.limits import MAX_TIME_S
 
 from .errors import (
     CapacityError,
+    NotFoundError,
     SandboxError,
     SandboxTimeoutError,
     ServiceUnreachableError,
@@ -39,6 +47,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 3
 MAX_RETRY_WAIT_S = 30.0
+DEFAULT_BUILD_TIMEOUT_S = 600.0
 
 
 def _run_payload(
@@ -108,6 +117,28 @@ def _transport_error(exc: httpx.HTTPError, url: str) -> SandboxError:
     if isinstance(exc, httpx.TimeoutException):
         return SandboxTimeoutError(f"the service at {url} did not answer in time: {exc}")
     return ServiceUnreachableError(f"cannot reach the service at {url}: {exc}")
+
+
+def folder_archive(folder: Path) -> bytes:
+    """``folder``'s contents as a gzip-compressed tar rooted at ``.`` (a build context, or
+    a tree to unpack in a sandbox); the same bytes for the same files (sorted, no times or
+    owners), so a service can cache by content."""
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: not a folder")
+
+    def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+        return info
+
+    buffer = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for path in sorted(folder.rglob("*")):
+            arcname = path.relative_to(folder).as_posix()
+            tar.add(path, arcname=arcname, recursive=False, filter=normalise)
+    return buffer.getvalue()
 
 
 class SandboxClient:
@@ -332,40 +363,58 @@ class AsyncSandboxClient:
         document = (await self._request("GET", "/openapi.json")).json()
         return set(document.get("paths", {}))
 
-    async def create_environment(
+    async def build_environment(
         self,
+        path: str | Path,
         *,
-        context: bytes | None = None,
-        image: str | None = None,
+        dockerfile: str = "Dockerfile",
         build_timeout_s: float | None = None,
     ) -> dict[str, Any]:
-        """Build (or find cached) a task environment (``POST /v1/environments``): from a
-        build ``context`` (a tar archive, Dockerfile at its root) or an ``image`` name."""
-        if (context is None) == (image is None):
-            raise ValueError("create_environment takes a build context or an image, not both")
-        params = {} if build_timeout_s is None else {"build_timeout_s": build_timeout_s}
-        wait = None if build_timeout_s is None else build_timeout_s + 60.0
-        if context is not None:
-            headers = {"Content-Type": "application/x-tar"}
-            response = await self._request(
-                "POST",
-                "/v1/environments",
-                content=context,
-                headers=headers,
-                params=params,
-                timeout=wait,
-            )
-        else:
-            response = await self._request(
-                "POST", "/v1/environments", json={"image": image}, params=params, timeout=wait
-            )
-        body: dict[str, Any] = response.json()
-        return body
+        """Build the environment whose build context is the folder ``path`` (``POST
+        /v1/environments``; cached by content); returns its ``environment`` id, ``image``,
+        ``cached``, ``build_seconds``, ``notes`` and ``log_tail``."""
+        params: dict[str, Any] = {"dockerfile": dockerfile}
+        headers = {"Content-Type": "application/x-tar"}
+        return await self._environment(
+            build_timeout_s, content=folder_archive(Path(path)), params=params, headers=headers
+        )
 
-    async def create_session(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """Start a session (``POST /v1/sessions``); returns its info, ``id`` first of all."""
-        body: dict[str, Any] = (await self._request("POST", "/v1/sessions", json=dict(spec))).json()
-        return body
+    async def image_environment(
+        self, image: str, *, build_timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """The environment of an image by name (``POST /v1/environments``, JSON), as
+        :meth:`build_environment` answers."""
+        return await self._environment(build_timeout_s, params={}, json={"image": image})
+
+    async def _environment(
+        self, build_timeout_s: float | None, *, params: dict[str, Any], **body: Any
+    ) -> dict[str, Any]:
+        if build_timeout_s is not None:
+            params["build_timeout_s"] = build_timeout_s
+        wait = (build_timeout_s or DEFAULT_BUILD_TIMEOUT_S) + 60.0
+        response = await self._request(
+            "POST", "/v1/environments", params=params, timeout=wait, **body
+        )
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    async def open_session(
+        self,
+        *,
+        image: str = "python",
+        policy: str = "default",
+        environment: str | None = None,
+        resources: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        """Start a session (``POST /v1/sessions``); ``environment`` names a task environment
+        and ``resources`` its request (``cpus``, ``memory_mb``, ``storage_mb``)."""
+        payload: dict[str, Any] = {"image": image, "policy": policy}
+        if environment is not None:
+            payload["environment"] = environment
+        if resources:
+            payload["resources"] = dict(resources)
+        response = await self._request("POST", "/v1/sessions", json=payload)
+        return SessionInfo.model_validate_json(response.content)
 
     async def session_exec(
         self,
@@ -374,10 +423,12 @@ class AsyncSandboxClient:
         *,
         stdin: str = "",
         cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
         timeout_s: float | None = None,
     ) -> RunResult:
-        """Run one command in a session (a string runs under ``bash -c``); without
-        ``timeout_s`` the policy's wall time applies, and the HTTP call waits for it."""
+        """Run one command in a session (``POST /v1/sessions/{id}/exec``; a string runs
+        under ``bash -c``). The HTTP wait is the command's own time limit (else the longest
+        a policy allows) plus this client's timeout."""
         payload: dict[str, Any] = {
             "command": command if isinstance(command, str) else list(command)
         }
@@ -385,24 +436,27 @@ class AsyncSandboxClient:
             payload["stdin"] = stdin
         if cwd is not None:
             payload["cwd"] = cwd
+        if env:
+            payload["env"] = dict(env)
         if timeout_s is not None:
             payload["timeout_s"] = timeout_s
-        wait = None if timeout_s is None else timeout_s + 60.0
+        wait = (timeout_s or MAX_TIME_S) + (self._http.timeout.read or DEFAULT_TIMEOUT_S)
         response = await self._request(
             "POST", f"/v1/sessions/{session_id}/exec", json=payload, timeout=wait
         )
         return RunResult.model_validate_json(response.content)
 
-    async def read_session_file(self, session_id: str, path: str) -> bytes:
-        """A file of a session, below /workspace or /tmp (``GET /v1/sessions/{id}/files``)."""
+    async def session_file(self, session_id: str, path: str) -> bytes:
+        """A file below /workspace or /tmp of a session, as bytes (``GET .../files``)."""
         response = await self._request(
             "GET", f"/v1/sessions/{session_id}/files", params={"path": path}
         )
         return base64.b64decode(response.json()["content_base64"])
 
     async def close_session(self, session_id: str) -> None:
-        """End a session: its processes are killed and its sandbox reset."""
-        await self._request("DELETE", f"/v1/sessions/{session_id}")
+        """End a session (``DELETE /v1/sessions/{id}``); one already ended is no error."""
+        with contextlib.suppress(NotFoundError):
+            await self._request("DELETE", f"/v1/sessions/{session_id}")
 
     async def health(self) -> dict[str, Any]:
         """``GET /healthz``."""

@@ -25,11 +25,9 @@ the public internet is refused unless ``--ek allow_offline=true``.
 from __future__ import annotations
 
 import base64
-import io
 import os
 import re
 import shlex
-import tarfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -43,7 +41,7 @@ from harbor.environments.options import EnvironmentOptions
 from harbor.models.task.config import NetworkMode, NetworkPolicy
 from pydantic import Field
 
-from sandbox.client import DEFAULT_URL, AsyncSandboxClient
+from sandbox.client import DEFAULT_URL, AsyncSandboxClient, folder_archive
 from sandbox.integrations.rewards import KEY_ENV, URL_ENV
 from sandbox.results import ExecStatus, RunResult
 
@@ -70,28 +68,6 @@ class SandboxEnvironmentOptions(EnvironmentOptions):
         default=False,
         description="Run tasks that ask for public network without any network.",
     )
-
-
-def _tar(directory: Path, *, gzip: bool) -> bytes:
-    """``directory``'s contents as a tar archive rooted at ``.``, the same bytes for the
-    same files (sorted, no times or owners), so a service can cache by content."""
-
-    def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-        return info
-
-    buffer = io.BytesIO()
-    with tarfile.open(
-        fileobj=buffer, mode="w:gz" if gzip else "w", format=tarfile.PAX_FORMAT
-    ) as tar:
-        for path in sorted(directory.rglob("*")):
-            tar.add(
-                path,
-                arcname=path.relative_to(directory).as_posix(),
-                recursive=False,
-                filter=normalise,
-            )
-    return buffer.getvalue()
 
 
 def builtin_image(dockerfile: str | None, docker_image: str | None) -> tuple[str | None, str]:
@@ -185,10 +161,11 @@ class SandboxEnvironment(BaseEnvironment):
         if ENVIRONMENTS_PATH in await client.api_paths():
             timeout = self.task_env_config.build_timeout_sec
             if docker_image is not None:
-                built = await client.create_environment(image=docker_image, build_timeout_s=timeout)
+                built = await client.image_environment(docker_image, build_timeout_s=timeout)
             else:
-                context = _tar(self.environment_dir, gzip=False)
-                built = await client.create_environment(context=context, build_timeout_s=timeout)
+                built = await client.build_environment(
+                    self.environment_dir, build_timeout_s=timeout
+                )
             self.logger.debug(f"environment {built.get('environment')}: {built}")
             resources = {
                 "cpus": self._effective_cpus,
@@ -219,7 +196,7 @@ class SandboxEnvironment(BaseEnvironment):
         client = AsyncSandboxClient(self.options.url, api_key=self.options.api_key)
         try:
             spec = await self._session_spec(client)
-            self._session_id = str((await client.create_session(spec))["id"])
+            self._session_id = (await client.open_session(**spec)).id
         except BaseException:
             await client.aclose()
             raise
@@ -305,7 +282,7 @@ class SandboxEnvironment(BaseEnvironment):
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         target = shlex.quote(target_dir)
         await self._unpack(
-            _tar(Path(source_dir), gzip=True),
+            folder_archive(Path(source_dir)),
             f"mkdir -p -- {target} && base64 -d | tar -xzf - -C {target}",
         )
 
@@ -319,7 +296,7 @@ class SandboxEnvironment(BaseEnvironment):
             if copied.exit_code != 0:
                 raise FileNotFoundError(f"{source_path}: {copied.stderr.strip()}")
         try:
-            data = await client.read_session_file(session_id, readable)
+            data = await client.session_file(session_id, readable)
         finally:
             if readable != source_path:
                 await self._run(f"rm -f -- {readable}")
