@@ -198,3 +198,32 @@ def test_the_environment_does_what_harbor_asks(
     assert "/logs/nothing-here" in found["missing"] and "No such file" in found["missing"]
     assert found["after_stop"] == "the sandbox-platform environment is not started"
     assert_all_closed(http)
+
+
+def test_a_task_with_its_own_dockerfile_runs_where_environments_are_built(
+    service: Service, http: httpx.Client, tmp_path: Path
+) -> None:
+    """On a service with per-task environments, a Dockerfile with its own build steps is
+    built there and the trial runs in it: the verifier sees what the build made."""
+    if "/v1/environments" not in http.get("/openapi.json").json()["paths"]:
+        pytest.skip("this service has no per-task environments (POST /v1/environments)")
+    task = _task_copy(
+        tmp_path,
+        dockerfile="FROM sandbox-python\nRUN mkdir -p /opt/data && echo 42 > /opt/data/answer\n",
+    )
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\n"
+        'if [ "$(cat /opt/data/answer)" = 42 ] && [ -f /workspace/fizzbuzz.py ]; then\n'
+        "  echo 1 > /logs/verifier/reward.txt\n"
+        "else\n"
+        "  echo 0 > /logs/verifier/reward.txt\n"
+        "fi\n"
+    )
+    since = now()
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (trial,) = run_harbor(service, task, "oracle", jobs)
+    assert trial["exception_info"] is None, trial["exception_info"]
+    assert trial["verifier_result"]["rewards"] == {"reward": 1.0}
+    assert len(harbor_sessions_since(http, since)) == 1
+    assert_all_closed(http)
