@@ -18,7 +18,8 @@ anything else is refused before a sandbox is taken, saying why.
 
 Every command runs as the sandbox uid, whatever user Harbor asks for; the root file
 system is read-only, and ``/logs``, ``/tests`` and ``/solution`` (Harbor's fixed paths)
-are the ``harbor`` policy's tmpfs mounts. Sandboxes have no network: a task asking for
+are the ``harbor`` policy's tmpfs mounts (only ``/logs`` under ``harbor-verifier``, for
+a separate verifier whose image bundles ``/tests``). Sandboxes have no network: a task asking for
 the public internet is refused unless ``--ek allow_offline=true``.
 """
 
@@ -64,6 +65,10 @@ class SandboxEnvironmentOptions(EnvironmentOptions):
         description=f"An API key of the service (default ${KEY_ENV}).",
     )
     policy: str = Field(default="harbor", description="The policy sessions run under.")
+    bundled_tests_policy: str = Field(
+        default="harbor-verifier",
+        description="The policy of a separate verifier whose image bundles /tests.",
+    )
     allow_offline: bool = Field(
         default=False,
         description="Run tasks that ask for public network without any network.",
@@ -154,6 +159,12 @@ class SandboxEnvironment(BaseEnvironment):
             raise RuntimeError(f"the {ENVIRONMENT_TYPE} environment is not started")
         return self._client, self._session_id
 
+    @property
+    def _policy(self) -> str:
+        # Harbor uploads no tests exactly when the verifier's image bundles them at /tests.
+        bundled = not self._enable_environment_dir_upload
+        return self.options.bundled_tests_policy if bundled else self.options.policy
+
     async def _session_spec(self, client: AsyncSandboxClient) -> dict[str, Any]:
         """The session to ask for: a per-task environment, or one of our images."""
         docker_image = self.task_env_config.docker_image
@@ -174,7 +185,7 @@ class SandboxEnvironment(BaseEnvironment):
             }
             return {
                 "environment": built["environment"],
-                "policy": self.options.policy,
+                "policy": self._policy,
                 "resources": {k: v for k, v in resources.items() if v is not None},
             }
         image, why = builtin_image(dockerfile, docker_image)
@@ -189,7 +200,7 @@ class SandboxEnvironment(BaseEnvironment):
         self.logger.debug(
             f"no {ENVIRONMENTS_PATH} on the service: image {image!r}, resources not applied"
         )
-        return {"image": image, "policy": self.options.policy}
+        return {"image": image, "policy": self._policy}
 
     async def start(self, force_build: bool) -> None:
         """Open the session (``force_build`` changes nothing: builds are cached by content)."""

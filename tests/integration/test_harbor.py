@@ -79,12 +79,18 @@ def run_harbor(service: Service, tasks: Path, agent: str, jobs: Path) -> list[di
     return trials
 
 
+def _ours(policy: str) -> bool:
+    """``harbor``, ``harbor-verifier``, or a policy derived from one for a task environment
+    (``harbor.env-<id>``)."""
+    return policy.startswith("harbor")
+
+
 def harbor_sessions_since(http: httpx.Client, since: str) -> set[str]:
-    """The sessions under the ``harbor`` policy that ran commands since ``since``, by
-    the service's audit log."""
+    """The sessions under our Harbor policies that ran commands since ``since``, by the
+    service's audit log."""
     params = {"kind": "session", "since": since, "limit": 10_000}
     records = http.get("/v1/audit", params=params).json()
-    return {r["detail"].split()[1] for r in records if r["policy"] == "harbor"}
+    return {r["detail"].split()[1] for r in records if _ours(r["policy"])}
 
 
 def now() -> str:
@@ -93,7 +99,7 @@ def now() -> str:
 
 def assert_all_closed(http: httpx.Client) -> None:
     assert http.get("/v1/sessions").json() == []
-    busy = [g for g in http.get("/v1/pool").json()["groups"] if g["policy"] == "harbor"]
+    busy = [g for g in http.get("/v1/pool").json()["groups"] if _ours(g["policy"])]
     assert all(g["busy"] == 0 for g in busy), busy
 
 
@@ -226,4 +232,30 @@ def test_a_task_with_its_own_dockerfile_runs_where_environments_are_built(
     assert trial["exception_info"] is None, trial["exception_info"]
     assert trial["verifier_result"]["rewards"] == {"reward": 1.0}
     assert len(harbor_sessions_since(http, since)) == 1
+    assert_all_closed(http)
+
+
+def test_a_verifier_image_with_bundled_tests_runs_where_environments_are_built(
+    service: Service, http: httpx.Client, tmp_path: Path
+) -> None:
+    """``harbor init``'s default: a separate verifier built from ``tests/Dockerfile``,
+    which copies the tests into its image. Its session runs under ``harbor-verifier``
+    (no tmpfs hiding the image's /tests); oracle passes, nop fails."""
+    if "/v1/environments" not in http.get("/openapi.json").json()["paths"]:
+        pytest.skip("this service has no per-task environments (POST /v1/environments)")
+    task = tmp_path / "tasks" / "shout"
+    shutil.copytree(TASKS / "shout", task)
+    (task / "tests" / "Dockerfile").write_text("FROM sandbox-python\nCOPY . /tests/\n")
+    for agent, reward in (("oracle", 1.0), ("nop", 0.0)):
+        since = now()
+        jobs = tmp_path / f"jobs-{agent}"
+        jobs.mkdir()
+        (trial,) = run_harbor(service, task, agent, jobs)
+        assert trial["exception_info"] is None, trial["exception_info"]
+        assert trial["verifier_result"]["rewards"] == {"reward": reward}
+        params = {"kind": "session", "since": since, "limit": 10_000}
+        policies = {
+            r["policy"].split(".env-")[0] for r in http.get("/v1/audit", params=params).json()
+        }
+        assert policies == {"harbor", "harbor-verifier"}
     assert_all_closed(http)
