@@ -12,9 +12,18 @@ from pathlib import Path
 from harbor.models.task.config import EnvironmentConfig, NetworkMode, NetworkPolicy
 from harbor.models.trial.paths import TrialPaths
 
-from sandbox.integrations.harbor import SandboxEnvironment
+from sandbox.integrations.harbor import SandboxEnvironment, builtin_image
 
 BLOB = bytes(range(256)) * 64  # every byte value, not UTF-8
+DOCKERFILES = {
+    "plain": "FROM sandbox-python\n",
+    "tagged, commented": "# ours\n\nFROM sandbox-polyglot:3a46670a3e98\n# end\n",
+    "lower-case from": "from sandbox-python\n",
+    "other image": "FROM ubuntu:24.04\n",
+    "build steps": "FROM sandbox-python\nRUN true\n",
+    "build argument": "ARG BASE=sandbox-python\nFROM ${BASE}\n",
+    "empty": "",
+}
 
 
 async def probe(url: str, work: Path) -> dict[str, object]:
@@ -32,7 +41,10 @@ async def probe(url: str, work: Path) -> dict[str, object]:
         network_policy=NetworkPolicy(network_mode=NetworkMode.NO_NETWORK),
         url=url,
     )
-    found: dict[str, object] = {}
+    found: dict[str, object] = {
+        "builtin": {name: builtin_image(text, None) for name, text in DOCKERFILES.items()},
+        "builtin_docker_image": [builtin_image(None, "sandbox-python:1"), builtin_image(None, "x")],
+    }
     await env.start(force_build=False)
     try:
         quoted = 'it\'s $HOME; `x` "y"\n2nd line'

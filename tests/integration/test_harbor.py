@@ -182,7 +182,8 @@ def test_the_environment_does_what_harbor_asks(
     """exec, uploads and downloads as Harbor calls them (``harbor_probe.py``, in the
     Harbor venv): env values reach the command verbatim, exit codes and both streams come
     back, a timeout raises, every byte survives both ways, ``user="root"`` still runs as
-    the sandbox uid on a read-only root, and a stopped environment runs nothing."""
+    the sandbox uid on a read-only root, a stopped environment runs nothing; and which
+    Dockerfiles map onto our images."""
     probe = Path(__file__).with_name("harbor_probe.py")
     python = _harbor_bin().with_name("python")
     done = subprocess.run(
@@ -203,6 +204,21 @@ def test_the_environment_does_what_harbor_asks(
     assert found["readonly_root"] != 0
     assert "/logs/nothing-here" in found["missing"] and "No such file" in found["missing"]
     assert found["after_stop"] == "the sandbox-platform environment is not started"
+    builtin = found["builtin"]  # what runs on a service without per-task environments
+    assert builtin["plain"] == ["python", ""]
+    assert builtin["tagged, commented"] == ["polyglot", ""]
+    assert builtin["lower-case from"] == ["python", ""]
+    assert builtin["other image"] == [
+        None,
+        "it builds FROM 'ubuntu:24.04', not one of ['sandbox-polyglot', 'sandbox-python']",
+    ]
+    assert builtin["build steps"] == [None, "it has instructions beyond its FROM (RUN ...)"]
+    for name in ("build argument", "empty"):
+        assert builtin[name] == [None, "its first instruction is not a plain `FROM <image>`"]
+    assert found["builtin_docker_image"] == [
+        ["python", ""],
+        [None, "docker_image 'x' is not one of ['sandbox-polyglot', 'sandbox-python']"],
+    ]
     assert_all_closed(http)
 
 
