@@ -1,4 +1,4 @@
-# Entry points: `make setup` (venv + Docker engine + images, idempotent),
+# Entry points: `make setup` (venv, the Harbor venv, Docker engine, images; idempotent),
 # `make up` (serve), `make test`, `make demo` (GRPO on sandbox rewards), `make bench`,
 # `make clean`.
 # The engine and the base image need root (debootstrap, dockerd).
@@ -8,9 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup python-venv venv engine images up test demo bench clean
+.PHONY: setup python-venv venv harbor-venv engine images up test demo bench clean
 
-setup: venv engine images
+setup: venv harbor-venv engine images
 
 venv: $(STAMP)
 
@@ -46,13 +46,47 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,rl,fleet]'
 	touch $(STAMP)
 
+# The Harbor provider's venv (sandbox/integrations/harbor.py): the `harbor` package needs
+# Python >= 3.12 while ours runs on 3.11+, so it gets a venv of its own, with this package
+# installed in it too (the provider uses sandbox.client). HARBOR_PYTHON= picks the
+# interpreter; otherwise python3.12 or python3.13 on PATH (pyenv shims that do not run
+# are skipped), then the newest 3.12/3.13 under $$PYENV_ROOT (default ~/.pyenv).
+HARBOR_VENV := .venv-harbor
+HARBOR_STAMP := $(HARBOR_VENV)/.installed-stamp
+PYENV_ROOT ?= $(HOME)/.pyenv
+IS_PY312 = -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1
+
+harbor-venv: $(HARBOR_STAMP)
+
+$(HARBOR_STAMP): pyproject.toml
+	@$(HARBOR_VENV)/bin/python -m pip --version >/dev/null 2>&1 || { \
+	  found=; \
+	  if [ -n "$(HARBOR_PYTHON)" ] && ! $(HARBOR_PYTHON) $(IS_PY312); then \
+	    echo "error: HARBOR_PYTHON=$(HARBOR_PYTHON) is not a Python 3.12+ with ensurepip" >&2; \
+	    exit 1; \
+	  fi; \
+	  for py in $(HARBOR_PYTHON) python3.12 python3.13 \
+	      $$(ls -d $(PYENV_ROOT)/versions/3.1[23]*/bin/python3 2>/dev/null | sort -rV); do \
+	    if $$py $(IS_PY312); then found=$$py; break; fi; \
+	  done; \
+	  if [ -z "$$found" ]; then \
+	    echo "error: the Harbor provider's venv needs Python 3.12 or 3.13 (the harbor" \
+	      "package requires >= 3.12): none runs as python3.12/python3.13 on PATH or under" \
+	      "$(PYENV_ROOT)/versions; install one (e.g. \`pyenv install 3.12\`) or point" \
+	      "HARBOR_PYTHON= at one" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "$$found -m venv $(HARBOR_VENV)"; $$found -m venv $(HARBOR_VENV) || exit 1; }
+	$(HARBOR_VENV)/bin/python -m pip install --quiet -e '.[harbor]'
+	touch $(HARBOR_STAMP)
+
 engine: venv
 	$(BIN)/sandbox engine ensure
 
 images: engine
 	$(BIN)/sandbox images build
 
-up: setup
+up: venv engine images
 	$(BIN)/sandbox serve
 
 test: setup
@@ -62,11 +96,11 @@ test: setup
 	$(BIN)/python -m pytest -q --durations=15
 
 # Trains the tiny model on sandbox rewards; starts a service for the run if none answers.
-demo: setup
+demo: venv engine images
 	$(BIN)/sandbox train sandbox/rl/configs/demo.yaml --start-service
 
-bench: setup
+bench: venv engine images
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) $(STAMP)
+	rm -rf $(VENV) $(HARBOR_VENV)

@@ -13,6 +13,9 @@ retried after its Retry-After, up to ``max_retries`` times.
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import gzip
 import io
 import tarfile
 import time
@@ -27,9 +30,11 @@ from sandbox.core.sessions import SessionInfo
 from sandbox.environments import ResourceRequest
 from sandbox.judge.batches import ItemLine, Summary, parse_lines
 from sandbox.judge.judge import JudgeRequest, JudgeResult
+from sandbox.policy.limits import MAX_TIME_S
 
 from .errors import (
     CapacityError,
+    NotFoundError,
     SandboxError,
     SandboxTimeoutError,
     ServiceUnreachableError,
@@ -115,14 +120,25 @@ def _transport_error(exc: httpx.HTTPError, url: str) -> SandboxError:
     return ServiceUnreachableError(f"cannot reach the service at {url}: {exc}")
 
 
-def _context_archive(folder: Path) -> bytes:
-    """The folder as a gzip-compressed tar, its contents at the archive's root."""
+def folder_archive(folder: Path) -> bytes:
+    """``folder``'s contents as a gzip-compressed tar rooted at ``.`` (a build context, or
+    a tree to unpack in a sandbox); the same bytes for the same files (sorted, no times or
+    owners), so a service can cache by content."""
     if not folder.is_dir():
-        raise ValueError(f"{folder}: not a folder; give the build context's folder")
+        raise ValueError(f"{folder}: not a folder")
+
+    def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+        return info
+
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for entry in sorted(folder.iterdir()):
-            tar.add(entry, arcname=entry.name)
+    with (
+        gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for path in sorted(folder.rglob("*")):
+            arcname = path.relative_to(folder).as_posix()
+            tar.add(path, arcname=arcname, recursive=False, filter=normalise)
     return buffer.getvalue()
 
 
@@ -134,7 +150,7 @@ def _build_request(
     if build_timeout_s is not None:
         params["build_timeout_s"] = build_timeout_s
     return {
-        "content": _context_archive(Path(path)),
+        "content": folder_archive(Path(path)),
         "params": params,
         "headers": {"Content-Type": "application/x-tar"},
         "timeout": (build_timeout_s or DEFAULT_BUILD_TIMEOUT_S) + 60.0,
@@ -168,8 +184,22 @@ def _session_payload(
     return payload
 
 
-def _exec_payload(command: str | Sequence[str], timeout_s: float | None) -> dict[str, Any]:
+def _exec_payload(
+    command: str | Sequence[str],
+    timeout_s: float | None,
+    *,
+    stdin: str = "",
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The body of ``POST /v1/sessions/{id}/exec``, with only the fields given."""
     payload: dict[str, Any] = {"command": command if isinstance(command, str) else list(command)}
+    if stdin:
+        payload["stdin"] = stdin
+    if cwd is not None:
+        payload["cwd"] = cwd
+    if env:
+        payload["env"] = dict(env)
     if timeout_s is not None:
         payload["timeout_s"] = timeout_s
     return payload
@@ -342,7 +372,8 @@ class SandboxClient:
 
 
 class AsyncSandboxClient:
-    """Asynchronous client with the same methods as :class:`SandboxClient`."""
+    """Asynchronous client with the methods of :class:`SandboxClient`, and sessions and
+    task environments (what the Harbor provider, ``sandbox.integrations.harbor``, uses)."""
 
     def __init__(
         self,
@@ -439,10 +470,10 @@ class AsyncSandboxClient:
         """The pool's counts (``GET /v1/pool``)."""
         return PoolStatus.model_validate_json((await self._request("GET", "/v1/pool")).content)
 
-    async def health(self) -> dict[str, Any]:
-        """``GET /healthz``."""
-        body: dict[str, Any] = (await self._request("GET", "/healthz")).json()
-        return body
+    async def api_paths(self) -> set[str]:
+        """The paths the service serves (from its OpenAPI document): what this one offers."""
+        document = (await self._request("GET", "/openapi.json")).json()
+        return set(document.get("paths", {}))
 
     async def build_environment(
         self,
@@ -451,13 +482,69 @@ class AsyncSandboxClient:
         dockerfile: str = "Dockerfile",
         build_timeout_s: float | None = None,
     ) -> dict[str, Any]:
-        """Build the environment whose build context is the folder ``path``
-        (``POST /v1/environments``); returns its ``environment`` id, ``image``,
+        """Build the environment whose build context is the folder ``path`` (``POST
+        /v1/environments``; cached by content); returns its ``environment`` id, ``image``,
         ``cached``, ``build_seconds``, ``notes`` and ``log_tail``."""
-        response = await self._request(
-            "POST", "/v1/environments", **_build_request(path, dockerfile, build_timeout_s)
+        params: dict[str, Any] = {"dockerfile": dockerfile}
+        headers = {"Content-Type": "application/x-tar"}
+        return await self._environment(
+            build_timeout_s, content=folder_archive(Path(path)), params=params, headers=headers
         )
-        body: dict[str, Any] = response.json()
+
+    async def image_environment(
+        self, image: str, *, build_timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """The environment of an image by name (``POST /v1/environments``, JSON), as
+        :meth:`build_environment` answers."""
+        return await self._environment(build_timeout_s, params={}, json={"image": image})
+
+    async def _environment(
+        self, build_timeout_s: float | None, *, params: dict[str, Any], **body: Any
+    ) -> dict[str, Any]:
+        if build_timeout_s is not None:
+            params["build_timeout_s"] = build_timeout_s
+        wait = (build_timeout_s or DEFAULT_BUILD_TIMEOUT_S) + 60.0
+        response = await self._request(
+            "POST", "/v1/environments", params=params, timeout=wait, **body
+        )
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    async def session_exec(
+        self,
+        session_id: str,
+        command: str | Sequence[str],
+        *,
+        stdin: str = "",
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> RunResult:
+        """Run one command in a session (``POST /v1/sessions/{id}/exec``; a string runs
+        under ``bash -c``). The HTTP wait is the command's own time limit (else the longest
+        a policy allows) plus this client's timeout."""
+        payload = _exec_payload(command, timeout_s, stdin=stdin, cwd=cwd, env=env)
+        wait = (timeout_s or MAX_TIME_S) + (self._http.timeout.read or DEFAULT_TIMEOUT_S)
+        response = await self._request(
+            "POST", f"/v1/sessions/{session_id}/exec", json=payload, timeout=wait
+        )
+        return RunResult.model_validate_json(response.content)
+
+    async def session_file(self, session_id: str, path: str) -> bytes:
+        """A file below /workspace or /tmp of a session, as bytes (``GET .../files``)."""
+        response = await self._request(
+            "GET", f"/v1/sessions/{session_id}/files", params={"path": path}
+        )
+        return base64.b64decode(response.json()["content_base64"])
+
+    async def close_session(self, session_id: str) -> None:
+        """End a session (``DELETE /v1/sessions/{id}``); one already ended is no error."""
+        with contextlib.suppress(NotFoundError):
+            await self._request("DELETE", f"/v1/sessions/{session_id}")
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /healthz``."""
+        body: dict[str, Any] = (await self._request("GET", "/healthz")).json()
         return body
 
     async def create_session(
@@ -479,19 +566,6 @@ class AsyncSandboxClient:
         )
         response = await self._request("POST", "/v1/sessions", json=payload)
         return SessionInfo.model_validate_json(response.content)
-
-    async def session_exec(
-        self, session_id: str, command: str | Sequence[str], *, timeout_s: float | None = None
-    ) -> RunResult:
-        """Run one command in a session (``POST /v1/sessions/{id}/exec``)."""
-        response = await self._request(
-            "POST", f"/v1/sessions/{session_id}/exec", json=_exec_payload(command, timeout_s)
-        )
-        return RunResult.model_validate_json(response.content)
-
-    async def close_session(self, session_id: str) -> None:
-        """End a session (``DELETE /v1/sessions/{id}``)."""
-        await self._request("DELETE", f"/v1/sessions/{session_id}")
 
     async def aclose(self) -> None:
         await self._http.aclose()

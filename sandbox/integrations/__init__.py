@@ -1,4 +1,5 @@
 """What other tools speak: SandboxFusion's ``/run_code`` and OpenRLHF's ``/get_reward``
-(:mod:`.compat`), and TRL and verl reward functions (:mod:`.rewards`, re-exported by
-:mod:`sandbox.rewards`, the path trainer configs name).
+(:mod:`.compat`), TRL and verl reward functions (:mod:`.rewards`, re-exported by
+:mod:`sandbox.rewards`, the path trainer configs name), and Harbor's environment
+interface (:mod:`.harbor`, imported only where the ``harbor`` package is: ``.venv-harbor``).
 """

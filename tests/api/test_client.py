@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import os
+import tarfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from sandbox.client import AsyncSandboxClient, SandboxClient
+from sandbox.client import AsyncSandboxClient, SandboxClient, folder_archive
 from sandbox.core.pool import PoolStatus
 from sandbox.errors import (
     CapacityError,
@@ -257,3 +261,28 @@ async def test_async_429_retry_and_exhaustion(saturated: Service) -> None:
         async with AsyncSandboxClient(saturated.url, max_retries=10) as c:
             result = await c.run("print('async after retries')")
     assert result.stdout == "async after retries\n"
+
+
+def test_folder_archive_is_the_same_for_the_same_files(tmp_path: Path) -> None:
+    """A build context's bytes depend on the files alone (not on times or owners), so a
+    service can cache by them; contents, nesting and exec bits survive."""
+    tree = tmp_path / "ctx"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "Dockerfile").write_text("FROM sandbox-python\n")
+    (tree / "sub" / "run.sh").write_text("echo hi\n")
+    (tree / "sub" / "run.sh").chmod(0o755)
+    first = folder_archive(tree)
+    os.utime(tree / "Dockerfile", (1, 1))
+    time.sleep(0.01)
+    (tree / "sub" / "run.sh").write_text("echo hi\n")  # rewritten: a new mtime
+    assert folder_archive(tree) == first
+    with tarfile.open(fileobj=io.BytesIO(first), mode="r:gz") as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert sorted(members) == ["Dockerfile", "sub", "sub/run.sh"]
+        assert members["sub/run.sh"].mode & 0o111
+        script = tar.extractfile("sub/run.sh")
+        assert script is not None and script.read() == b"echo hi\n"
+    (tree / "Dockerfile").write_text("FROM sandbox-polyglot\n")
+    assert folder_archive(tree) != first
+    with pytest.raises(ValueError, match="not a folder"):
+        folder_archive(tree / "Dockerfile")

@@ -63,7 +63,7 @@ def write(path: Path, text: str) -> Path:
 
 def test_shipped_policies_load_and_lint() -> None:
     policies = load_policy_dir(POLICIES)
-    assert set(policies) == {"default", "strict", "gvisor"}
+    assert set(policies) == {"default", "strict", "gvisor", "harbor", "harbor-verifier"}
     default, strict, gvisor = policies["default"], policies["strict"], policies["gvisor"]
 
     assert default.name == "default"
@@ -92,8 +92,28 @@ def test_shipped_policies_load_and_lint() -> None:
     assert any("pool.warm" in w for w in warnings)
     assert any("runsc" in w for w in warnings)
 
+    harbor = policies["harbor"]  # Harbor's fixed paths writable, long commands
+    assert [(t.path, t.size_mb) for t in harbor.filesystem.extra_tmpfs] == [
+        ("/logs", 64),
+        ("/tests", 64),
+        ("/solution", 64),
+    ]
+    r = harbor.resources
+    assert (r.memory_mb, r.wall_time_s, r.cpu_time_s, r.stdout_bytes) == (
+        2048,
+        3600,
+        3600,
+        16 << 20,
+    )
+    assert harbor.filesystem.read_only_root and harbor.network.mode == "none"
+    assert harbor.runtime == "runc" and harbor.pool.session_idle_ttl_s == 3600
+    assert [w for w in lint_policy(harbor) if "pool.warm" not in w] == []
+    verifier = policies["harbor-verifier"]  # the image's own /tests stays visible
+    assert [t.path for t in verifier.filesystem.extra_tmpfs] == ["/logs"]
+    assert verifier.resources == harbor.resources and verifier.pool == harbor.pool
 
-@pytest.mark.parametrize("name", ["default", "strict", "gvisor"])
+
+@pytest.mark.parametrize("name", ["default", "strict", "gvisor", "harbor", "harbor-verifier"])
 def test_shipped_files_start_with_a_comment(name: str) -> None:
     assert (POLICIES / f"{name}.yaml").read_text().startswith("# ")
 

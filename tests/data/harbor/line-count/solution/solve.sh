@@ -1,0 +1,7 @@
+#!/bin/bash
+set -euo pipefail
+cat > /workspace/count.sh <<'SH'
+#!/bin/bash
+grep -c '[^[:space:]]' || true
+SH
+chmod +x /workspace/count.sh

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+echo "the sandbox is locked down" | tr '[:lower:]' '[:upper:]' > /workspace/shout.txt
