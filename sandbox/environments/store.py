@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandbox.errors import NotFoundError
+from sandbox.host.files import write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -82,11 +82,9 @@ class RecordStore:
             raise NotFoundError(f"environment {environment!r} has a broken record: {exc}") from None
 
     def put(self, record: EnvironmentRecord) -> None:
-        """Write ``record`` (under a temporary name, then renamed)."""
+        """Write ``record`` whole (concurrent builds of one environment may both write it)."""
         path = self.record_path(record.environment)
-        part = path.with_suffix(".part")
-        part.write_text(record.model_dump_json(indent=1))
-        os.replace(part, path)
+        write_text_atomic(path, record.model_dump_json(indent=1))
 
     def touch(self, environment: str) -> EnvironmentRecord:
         """Mark ``environment`` used now (for least-recently-used collection)."""

@@ -11,12 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from sandbox.errors import NotFoundError
+from sandbox.host.files import write_text_atomic
 
 from .metrics import OUTCOME_ORDER, summarize
 from .runner import RunDir
@@ -151,10 +151,7 @@ def write_reports(
         (json_path, json.dumps(report, indent=2, sort_keys=True) + "\n"),
         (html_path, render_html(report)),
     ):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
+        write_text_atomic(path, text)
     return report
 
 

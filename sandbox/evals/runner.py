@@ -55,6 +55,7 @@ from sandbox.core.argv import shell_command
 from sandbox.core.sessions import Command, SessionManager, SessionSpec
 from sandbox.environments import EnvironmentSpec
 from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
+from sandbox.host.files import write_text_atomic
 from sandbox.policy import Policy
 from sandbox.results import ExecResult, ExecStatus
 
@@ -210,10 +211,7 @@ class RunDir:
         return data
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        temporary = self.meta_path.with_suffix(".json.tmp")
-        temporary.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        os.replace(temporary, self.meta_path)
+        write_text_atomic(self.meta_path, json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
     def read_results(self) -> list[dict[str, Any]]:
         """Every complete record, in file order; a torn last line is skipped."""

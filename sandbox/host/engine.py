@@ -25,7 +25,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
@@ -40,6 +39,7 @@ from docker.errors import DockerException
 from docker.utils import kwargs_from_env
 
 from sandbox.errors import EngineError
+from sandbox.host.files import write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -231,18 +231,7 @@ def merge_daemon_json(*, path: Path = DAEMON_JSON, progress: Progress = logger.i
     if not added:
         return False
     config["runtimes"] = runtimes
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".daemon.json.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(config, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, json.dumps(config, indent=2, sort_keys=True) + "\n", mode=0o644)
     progress(f"added the runtimes {added} to {path}")
     return True
 

@@ -43,6 +43,7 @@ from harbor.models.task.config import NetworkMode, NetworkPolicy
 from pydantic import Field
 
 from sandbox.client import DEFAULT_URL, AsyncSandboxClient, folder_archive
+from sandbox.core.argv import shell_command
 from sandbox.integrations.rewards import KEY_ENV, URL_ENV
 from sandbox.results import ExecStatus, RunResult
 
@@ -303,14 +304,14 @@ class SandboxEnvironment(BaseEnvironment):
         readable = source_path
         if not source_path.startswith(DIRECT_READ_ROOTS):
             readable = f"/tmp/.hb-download-{uuid.uuid4().hex}"
-            copied = await self._run(f"cp -- {shlex.quote(source_path)} {readable}")
+            copied = await self._run(shell_command("cp", paths=(source_path, readable)))
             if copied.exit_code != 0:
                 raise FileNotFoundError(f"{source_path}: {copied.stderr.strip()}")
         try:
             data = await client.session_file(session_id, readable)
         finally:
             if readable != source_path:
-                await self._run(f"rm -f -- {readable}")
+                await self._run(shell_command("rm", "-f", paths=(readable,)))
         target = Path(target_path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
