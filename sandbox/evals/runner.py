@@ -58,6 +58,7 @@ from sandbox.policy import Policy
 from sandbox.results import ExecResult, ExecStatus
 
 from .agents import Agent, AgentError, Tools, Trajectory, TrialContext
+from .reward_files import REWARD_FILES, judge_rewards
 from .tasks import Task
 
 __all__ = [
@@ -173,6 +174,20 @@ def _tests_verdict(
     if problem is not None:
         return False, counts, problem
     return True, counts, None
+
+
+def _reward_verdict(result: ExecResult) -> tuple[bool, float | None, dict[str, float], str | None]:
+    """(passed, reward, rewards, why not) of tests judged by the reward file they wrote.
+
+    The tests must have run to their end (any exit status); then the reward decides.
+    """
+    verdict = judge_rewards(result.files, result.file_errors)
+    if result.status is not ExecStatus.OK:
+        ended = f"the tests ended with {result.status.value}"
+        return False, verdict.reward, verdict.rewards, ended
+    return verdict.passed, verdict.reward, verdict.rewards, verdict.reason or (
+        None if verdict.passed else f"the reward {verdict.reward} is below 1"
+    )
 
 
 # ------------------------------------------------------------------------------ run dir
@@ -533,13 +548,21 @@ async def _trial_body(
             command=config.tests.command,
             timeout_s=config.tests.timeout_s,
             tenant=tenant,
+            collect=REWARD_FILES if task.judged_by_reward else (),
         )
     except SandboxError as exc:
         record["error"] = f"the hidden tests could not run: {exc}"
         return Outcome.INFRA_ERROR
     record["tests_s"] = round(time.monotonic() - tests_started, 4)
-    passed, counts, why = _tests_verdict(result, pytest=config.tests.pytest)
+    rewards: dict[str, Any] = {}
+    if task.judged_by_reward:
+        passed, reward, named, why = _reward_verdict(result)
+        counts = None
+        rewards = {"reward": reward, "rewards": named}
+    else:
+        passed, counts, why = _tests_verdict(result, pytest=config.tests.pytest)
     record["tests"] = {
+        **rewards,
         "status": result.status.value,
         "exit_code": result.exit_code,
         "report": counts,
@@ -572,7 +595,13 @@ def _check_resume(
     meta = run.read_meta()
     now = _now()
     task_meta = {
-        t.id: {"digest": t.digest, "category": t.config.category, "difficulty": t.difficulty}
+        t.id: {
+            "digest": t.digest,
+            "category": t.config.category,
+            "difficulty": t.difficulty,
+            "format": t.format,
+            "notes": list(t.notes),
+        }
         for t in tasks
     }
     if meta is None:
@@ -646,6 +675,12 @@ async def run_eval(
             raise NotFoundError(
                 f"{task.path}/task.yaml: policy: no policy {task.config.policy!r} on this "
                 f"platform (known: {sorted(policies)}); fix the task or pass --policies"
+            )
+        unrunnable = task.needs_own_environment
+        if unrunnable is not None:
+            raise InvalidRequestError(
+                f"{task.path}: {unrunnable}; this platform runs tasks on its built-in images "
+                "only, and this task's environment does not map onto one"
             )
         if images is not None and task.config.image not in images:
             raise NotFoundError(

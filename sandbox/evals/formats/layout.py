@@ -1,0 +1,212 @@
+"""A Harbor-layout task made into our :class:`~sandbox.evals.tasks.Task` (Harbor and Terminal-Bench).
+
+Harbor's containers know fixed paths: the agent works in the environment's
+working directory (``/app`` by convention), the tests are uploaded to
+``/tests`` and write their reward to ``/logs/verifier``. Our sandboxes have a
+read-only root with the workspace at ``/workspace`` and the judge's space at
+``/judge``, so loading rewrites those absolute paths, wherever one stands as a
+whole path (``/app``, ``/app/out.txt``; not ``/apps`` or ``x/app``), in the
+text files it reads:
+
+=====================  ==========================  ===================================
+Harbor path            in instruction.md, solve.sh  in tests/
+=====================  ==========================  ===================================
+the working directory  ``/workspace``               ``/judge/work`` (the agent's work,
+                                                     copied once it has stopped)
+``/tests``             (left alone)                 ``/judge/tests``
+``/logs/verifier``     (left alone)                 ``/judge/logs/verifier`` (fresh,
+                                                     judge-only)
+=====================  ==========================  ===================================
+
+``tests/test.sh`` runs with bash, as the judge uid, from ``/judge/work`` (Harbor
+runs it from the working directory), with ``[verifier.env]`` exported and
+``TEST_DIR`` set to ``/judge/tests``, through the same ``tests.command``
+machinery as our own command tests; its reward file is the verdict
+(:mod:`sandbox.evals.reward_files`).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+from sandbox.core.sessions import JUDGE_TESTS, JUDGE_VERIFIER, JUDGE_WORK
+from sandbox.environments import EnvironmentSpec, ResourceRequest
+
+from ..tasks import (
+    BUILTIN_IMAGES,
+    MAX_AGENT_TIMEOUT_S,
+    MAX_TEST_TIMEOUT_S,
+    AgentBudget,
+    Task,
+    TaskConfig,
+    TaskError,
+    TestSpec,
+    task_digest,
+)
+from .dockerfile import DockerfileMapping
+
+__all__ = ["HarborParts", "build_task", "translate_paths", "verifier_command"]
+
+WORKSPACE: Final = "/workspace"
+HARBOR_TESTS: Final = "/tests"
+HARBOR_VERIFIER: Final = "/logs/verifier"
+TEST_SCRIPT: Final = "test.sh"
+_PATH_CHARS: Final = r"[\w.\-/]"
+
+
+def translate_paths(data: bytes, mapping: Mapping[str, str]) -> bytes:
+    """``data`` with each whole absolute path of ``mapping`` replaced; binary data unchanged."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    for old, new in sorted(mapping.items(), key=lambda item: -len(item[0])):
+        if old in ("", "/"):
+            continue
+        text = re.sub(
+            rf"(?<!{_PATH_CHARS}){re.escape(old)}(?=/|(?!{_PATH_CHARS}))",
+            lambda _match, new=new: new,
+            text,
+        )
+    return text.encode("utf-8")
+
+
+def verifier_command(env: Mapping[str, str]) -> str:
+    """The command that runs ``tests/test.sh`` from the agent's copied work, ``env`` exported."""
+    exports = " ".join(
+        f"export {name}={shlex.quote(value)};" for name, value in {**env, "TEST_DIR": JUDGE_TESTS}.items()
+    )
+    return f"cd {JUDGE_WORK} && {exports} exec bash {JUDGE_TESTS}/{TEST_SCRIPT}"
+
+
+@dataclass
+class HarborParts:
+    """What a Harbor-layout task says, read and validated by its format's loader."""
+
+    task_dir: Path
+    format: Literal["harbor", "terminal-bench"]
+    config_text: bytes
+    instruction: str
+    tests: dict[str, bytes]
+    solve: bytes | None
+    environment: DockerfileMapping | None
+    """The Dockerfile read (None: the task names an image, ``image_name``)."""
+    dockerfile: Path | None
+    image_name: str | None
+    workdir: str | None
+    agent_timeout_s: float
+    tests_timeout_s: float
+    resources: ResourceRequest
+    env: dict[str, str] = field(default_factory=dict)
+    verifier_env: dict[str, str] = field(default_factory=dict)
+    root: bool = False
+    build_timeout_s: float = 600.0
+    category: str = "uncategorized"
+    difficulty: Literal["easy", "medium", "hard"] | None = None
+    tags: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _timeout(value: float, limit: float, what: str, source: str, key: str) -> float:
+    if not 0 < value <= limit:
+        raise TaskError(
+            f"{what} must be above 0 and at most {limit:g} s (got {value:g}); change it",
+            source=source,
+            key=key,
+        )
+    return value
+
+
+def build_task(parts: HarborParts, *, source: str) -> Task:
+    """The :class:`Task` of ``parts``: its paths translated, its environment set."""
+    workdir = parts.workdir if parts.workdir not in (None, "/") else None
+    agent_paths = {workdir: WORKSPACE} if workdir else {}
+    test_paths = {HARBOR_TESTS: JUDGE_TESTS, HARBOR_VERIFIER: JUDGE_VERIFIER}
+    if workdir:
+        test_paths[workdir] = JUDGE_WORK
+    if workdir is None:
+        parts.notes.append("no working directory: absolute paths in its files are left as they are")
+    instruction = translate_paths(parts.instruction.encode(), agent_paths).decode()
+    tests = {path: translate_paths(data, test_paths) for path, data in parts.tests.items()}
+    solution = {"solve.sh": translate_paths(parts.solve, agent_paths)} if parts.solve else {}
+
+    mapped = parts.environment
+    files: dict[str, bytes] = {}
+    executable: set[str] = set()
+    image: Literal["python", "polyglot"] = "python"
+    env = dict(parts.env)
+    if mapped is not None and mapped.image is not None:
+        image = "polyglot" if mapped.image == "polyglot" else "python"
+        files, executable = mapped.files, mapped.executable
+        env = {**mapped.env, **env}
+        spec = EnvironmentSpec(
+            image=mapped.base,
+            resources=parts.resources,
+            root=parts.root,
+            build_timeout_s=parts.build_timeout_s,
+            env=env,
+        )
+    elif mapped is not None:
+        parts.notes.append(f"its environment needs building: {mapped.unmapped}")
+        spec = EnvironmentSpec(
+            dockerfile=parts.dockerfile,
+            context=parts.dockerfile.parent if parts.dockerfile else None,
+            resources=parts.resources,
+            root=parts.root,
+            build_timeout_s=parts.build_timeout_s,
+            env=env,
+        )
+    else:
+        assert parts.image_name is not None
+        builtin = BUILTIN_IMAGES.get(parts.image_name)
+        if builtin == "polyglot":
+            image = "polyglot"
+        spec = EnvironmentSpec(
+            image=parts.image_name,
+            resources=parts.resources,
+            root=parts.root,
+            build_timeout_s=parts.build_timeout_s,
+            env=env,
+        )
+        if builtin is None:
+            parts.notes.append(f"image {parts.image_name!r} runs only through image aliases")
+    config = TaskConfig(
+        instruction=instruction,
+        image=image,
+        agent=AgentBudget(
+            timeout_s=_timeout(
+                parts.agent_timeout_s, MAX_AGENT_TIMEOUT_S, "the agent's timeout", source, "agent"
+            )
+        ),
+        tests=TestSpec(
+            command=verifier_command(parts.verifier_env),
+            timeout_s=_timeout(
+                parts.tests_timeout_s, MAX_TEST_TIMEOUT_S, "the tests' timeout", source, "verifier"
+            ),
+        ),
+        category=parts.category[:64] or "uncategorized",
+        difficulty=parts.difficulty,
+        tags=[t[:64] for t in parts.tags if t][:32],
+    )
+    trees: dict[str, Mapping[str, bytes]] = {"tests": parts.tests, "environment": files}
+    if parts.solve:
+        trees["solution"] = {"solve.sh": parts.solve}
+    return Task(
+        id=parts.task_dir.resolve().name,
+        path=parts.task_dir,
+        config=config,
+        files=files,
+        tests=tests,
+        solution=solution,
+        executable=frozenset(executable),
+        digest=task_digest(parts.config_text + parts.instruction.encode(), trees),
+        environment=spec,
+        format=parts.format,
+        judged_by_reward=True,
+        notes=tuple(parts.notes),
+    )
