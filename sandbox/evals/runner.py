@@ -182,7 +182,7 @@ def _reward_verdict(result: ExecResult) -> tuple[bool, float | None, dict[str, f
     The tests must have run to their end (any exit status); then the reward decides.
     """
     verdict = judge_rewards(result.files, result.file_errors)
-    if result.status is not ExecStatus.OK:
+    if result.status not in (ExecStatus.OK, ExecStatus.NONZERO_EXIT):
         ended = f"the tests ended with {result.status.value}"
         return False, verdict.reward, verdict.rewards, ended
     return verdict.passed, verdict.reward, verdict.rewards, verdict.reason or (
