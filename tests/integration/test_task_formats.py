@@ -11,7 +11,9 @@ runner, which reads the file itself, must refuse each and never hang.
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,14 @@ import pytest
 from sandbox.evals import NullAgent, OracleAgent, run_eval
 from sandbox.evals.agents import Agent, Tools, TrialContext
 from sandbox.evals.formats import load_task, load_tasks
+from sandbox.evals.formats.export import SUITE, export_harbor
 from sandbox.evals.runner import RunSummary
 from sandbox.evals.tasks import Task
+from sandbox.evals.tasks import load_task as own_load_task
+from sandbox.evals.tasks import load_tasks as own_load_tasks
 from sandbox.errors import InvalidRequestError
 from sandbox.service.platform import Platform
-from tests.conftest import REPO
+from tests.conftest import REPO, SANDBOX_BIN
 
 pytestmark = pytest.mark.docker
 
@@ -159,3 +164,49 @@ async def test_a_task_whose_environment_needs_building_is_refused_before_any_tri
     with pytest.raises(InvalidRequestError, match="Dockerfile"):
         await run(platform, [task], OracleAgent(), tmp_path / "refused")
     assert not (tmp_path / "refused" / "results.jsonl").exists()
+
+
+HARBOR_BIN = Path("/work/main/.venv-harbor/bin/harbor")
+ROUND_TRIP = ["cli-wordfreq", "data-revenue-by-country", "fix-js-slugify", "c-fix-makefile"]
+
+
+def test_the_exported_suite_passes_harbor_lint(tmp_path: Path) -> None:
+    if not HARBOR_BIN.exists():
+        pytest.skip(f"the harbor venv ({HARBOR_BIN}) is not installed")
+    out = tmp_path / "harbor"
+    done = subprocess.run(
+        [str(SANDBOX_BIN), "tasks", "export", str(out), "--format", "harbor"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    exported = sorted(p.name for p in out.iterdir())
+    assert exported == sorted(t.id for t in own_load_tasks(SUITE))
+    lint = subprocess.run(
+        [str(HARBOR_BIN), "lint", "--json", *(str(out / name) for name in exported)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert json.loads(lint.stdout) == []
+
+
+async def test_exported_tasks_read_back_give_the_same_verdicts(
+    platform: Platform, tmp_path: Path
+) -> None:
+    originals = [own_load_task(SUITE / name) for name in ROUND_TRIP]
+    export_harbor(originals, tmp_path / "harbor")
+    imported = load_tasks(tmp_path / "harbor")
+    assert [t.format for t in imported] == ["harbor"] * len(ROUND_TRIP)
+    assert all(t.needs_own_environment is None for t in imported)
+    verdicts: dict[str, dict[str, str]] = {}
+    for label, tasks in (("ours", originals), ("harbor", imported)):
+        for agent in (OracleAgent(), NullAgent()):
+            summary = await run(platform, tasks, agent, tmp_path / f"{label}-{agent.name}")
+            for record in summary.records:
+                verdicts.setdefault(f"{record['task']}/{agent.name}", {})[label] = record["outcome"]
+    for key, outcome in verdicts.items():
+        expected = "passed" if key.endswith("/oracle") else "failed"
+        assert outcome == {"ours": expected, "harbor": expected}, key
