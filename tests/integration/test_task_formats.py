@@ -28,6 +28,8 @@ from sandbox.evals.tasks import Task
 from sandbox.evals.tasks import load_task as own_load_task
 from sandbox.evals.tasks import load_tasks as own_load_tasks
 from sandbox.errors import InvalidRequestError
+from sandbox.quality import CheckSettings, run_check
+from sandbox.quality.progress import QualityProgress
 from sandbox.service.platform import Platform
 from tests.conftest import REPO, SANDBOX_BIN
 
@@ -210,3 +212,36 @@ async def test_exported_tasks_read_back_give_the_same_verdicts(
     for key, outcome in verdicts.items():
         expected = "passed" if key.endswith("/oracle") else "failed"
         assert outcome == {"ours": expected, "harbor": expected}, key
+
+
+async def test_quality_check_reads_both_formats_and_reports_the_verifier(
+    platform: Platform, tmp_path: Path
+) -> None:
+    needs_build = tmp_path / "needs-build"
+    shutil.copytree(FORMATS / "harbor" / "fix-greeting", needs_build)
+    with (needs_build / "environment" / "Dockerfile").open("a") as dockerfile:
+        dockerfile.write("RUN pip install requests\n")
+    reads_tmp = tmp_path / "reads-tmp"
+    shutil.copytree(FORMATS / "harbor" / "count-words", reads_tmp)
+    (reads_tmp / "tests" / "test.sh").write_text(
+        "#!/bin/bash\n[ -f /tmp/skip ] && echo 1 > /logs/verifier/reward.txt && exit 0\n"
+        + (FORMATS / "harbor" / "count-words" / "tests" / "test.sh").read_text()
+    )
+    report = await run_check(
+        [FORMATS / "harbor", FORMATS / "terminal-bench", needs_build, reads_tmp],
+        CheckSettings(concurrency=4, runs=1),
+        platform=platform,
+        progress=QualityProgress(enabled=False),
+    )
+    items = {item.key: item for item in report.items}
+    # (count-words and reads-tmp are near-duplicates of each other: a warning, no failure)
+    assert not items["count-words"].failing, items["count-words"].findings
+    assert items["tb-sum-numbers"].status == "ok", items["tb-sum-numbers"].findings
+    # test_outputs.py runs the agent's greet.py as the judge uid: it writes the reward itself.
+    greeting = items["fix-greeting"]
+    assert greeting.status == "loophole"
+    assert {f.probe for f in greeting.findings if f.severity == "loophole"} == {"forged-report"}
+    assert items["needs-build"].status == "broken"
+    assert "RUN" in items["needs-build"].findings[0].message
+    warned = [f for f in items["reads-tmp"].findings if f.check == "verifier"]
+    assert warned and "/tmp" in warned[0].message, items["reads-tmp"].findings

@@ -50,13 +50,18 @@ from ..tasks import (
 )
 from .dockerfile import DockerfileMapping
 
-__all__ = ["HarborParts", "build_task", "translate_paths", "verifier_command"]
+__all__ = ["HarborParts", "build_task", "path_pattern", "translate_paths", "verifier_command"]
 
 WORKSPACE: Final = "/workspace"
 HARBOR_TESTS: Final = "/tests"
 HARBOR_VERIFIER: Final = "/logs/verifier"
 TEST_SCRIPT: Final = "test.sh"
 _PATH_CHARS: Final = r"[\w.\-/]"
+
+
+def path_pattern(path: str) -> re.Pattern[str]:
+    """``path`` standing as a whole absolute path in text (``/app``, ``/app/x``; not ``/apps``)."""
+    return re.compile(rf"(?<!{_PATH_CHARS}){re.escape(path)}(?=/|(?!{_PATH_CHARS}))")
 
 
 def translate_paths(data: bytes, mapping: Mapping[str, str]) -> bytes:
@@ -68,11 +73,7 @@ def translate_paths(data: bytes, mapping: Mapping[str, str]) -> bytes:
     for old, new in sorted(mapping.items(), key=lambda item: -len(item[0])):
         if old in ("", "/"):
             continue
-        text = re.sub(
-            rf"(?<!{_PATH_CHARS}){re.escape(old)}(?=/|(?!{_PATH_CHARS}))",
-            lambda _match, new=new: new,
-            text,
-        )
+        text = path_pattern(old).sub(lambda _match, new=new: new, text)
     return text.encode("utf-8")
 
 
