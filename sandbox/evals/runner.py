@@ -680,7 +680,7 @@ async def run_eval(
         if unrunnable is not None:
             raise InvalidRequestError(
                 f"{task.path}: {unrunnable}; this platform runs tasks on its built-in images "
-                "only, and this task's environment does not map onto one"
+                f"only, and this task's environment does not map onto one ({'; '.join(task.notes)})"
             )
         if images is not None and task.config.image not in images:
             raise NotFoundError(

@@ -70,7 +70,7 @@ def _add_task_dir(targets: Targets, path: Path) -> None:
             "schema",
             Severity.BROKEN,
             f"the task cannot run here: {unrunnable}, and this platform runs tasks on its "
-            "built-in images only",
+            f"built-in images only ({'; '.join(task.notes)})",
         )
         targets.broken.append(item)
         return
