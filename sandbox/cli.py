@@ -598,8 +598,8 @@ def _quiet_platform_logs(args: argparse.Namespace) -> None:
 
 
 def _cmd_eval_run(args: argparse.Namespace) -> int:
-    from sandbox.evals.report import write_reports
     from sandbox.evals.formats import load_tasks
+    from sandbox.evals.report import write_reports
     from sandbox.evals.runner import run_local
 
     _quiet_platform_logs(args)

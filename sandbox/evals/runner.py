@@ -185,8 +185,11 @@ def _reward_verdict(result: ExecResult) -> tuple[bool, float | None, dict[str, f
     if result.status not in (ExecStatus.OK, ExecStatus.NONZERO_EXIT):
         ended = f"the tests ended with {result.status.value}"
         return False, verdict.reward, verdict.rewards, ended
-    return verdict.passed, verdict.reward, verdict.rewards, verdict.reason or (
-        None if verdict.passed else f"the reward {verdict.reward} is below 1"
+    return (
+        verdict.passed,
+        verdict.reward,
+        verdict.rewards,
+        verdict.reason or (None if verdict.passed else f"the reward {verdict.reward} is below 1"),
     )
 
 

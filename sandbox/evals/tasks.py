@@ -210,7 +210,9 @@ class Task:
         if env.dockerfile is not None:
             return f"its environment is built from {env.dockerfile}"
         if env.image is not None and env.image not in BUILTIN_IMAGES:
-            return f"its environment is the image {env.image!r}, not one of {sorted(BUILTIN_IMAGES)}"
+            return (
+                f"its environment is the image {env.image!r}, not one of {sorted(BUILTIN_IMAGES)}"
+            )
         if env.env:
             return f"its environment sets variables ({', '.join(sorted(env.env))})"
         if env.root:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from sandbox.errors import InvalidRequestError
 from sandbox.evals import NullAgent, OracleAgent, run_eval
 from sandbox.evals.agents import Agent, Tools, TrialContext
 from sandbox.evals.formats import load_task, load_tasks
@@ -27,7 +28,6 @@ from sandbox.evals.runner import RunSummary
 from sandbox.evals.tasks import Task
 from sandbox.evals.tasks import load_task as own_load_task
 from sandbox.evals.tasks import load_tasks as own_load_tasks
-from sandbox.errors import InvalidRequestError
 from sandbox.quality import CheckSettings, run_check
 from sandbox.quality.progress import QualityProgress
 from sandbox.service.platform import Platform
@@ -59,7 +59,9 @@ def by_task(summary: RunSummary) -> dict[str, dict[str, Any]]:
     return {r["task"]: r for r in summary.records}
 
 
-async def test_oracle_passes_and_null_fails_both_formats(platform: Platform, tmp_path: Path) -> None:
+async def test_oracle_passes_and_null_fails_both_formats(
+    platform: Platform, tmp_path: Path
+) -> None:
     tasks = formats_tasks()
     assert {t.format for t in tasks} == {"harbor", "terminal-bench"}
     oracle = by_task(await run(platform, tasks, OracleAgent(), tmp_path / "oracle"))
@@ -76,7 +78,7 @@ async def test_oracle_passes_and_null_fails_both_formats(platform: Platform, tmp
 
 
 class PlantingAgent(Agent):
-    """Solves nothing; plants a reward of 1 everywhere it can, and leaves a process to keep trying."""
+    """Solves nothing; plants a reward of 1 wherever it can, and leaves a process trying."""
 
     name = "planter"
 
@@ -102,8 +104,13 @@ class PlantingAgent(Agent):
         tools.done("planted")
 
 
-async def test_a_reward_planted_by_the_agent_never_counts(platform: Platform, tmp_path: Path) -> None:
-    tasks = [load_task(FORMATS / "harbor" / "fix-greeting"), load_task(FORMATS / "harbor" / "count-words")]
+async def test_a_reward_planted_by_the_agent_never_counts(
+    platform: Platform, tmp_path: Path
+) -> None:
+    tasks = [
+        load_task(FORMATS / "harbor" / "fix-greeting"),
+        load_task(FORMATS / "harbor" / "count-words"),
+    ]
     agent = PlantingAgent()
     records = by_task(await run(platform, tasks, agent, tmp_path / "planted"))
     for record in records.values():
@@ -128,12 +135,13 @@ async def test_hostile_reward_files_are_refused(platform: Platform, tmp_path: Pa
     variants = {
         "link": "echo 1 > /tmp/one && ln -s /tmp/one /logs/verifier/reward.txt\n",
         "fifo": "mkfifo /logs/verifier/reward.txt\n",
-        "dir-link": "rm -rf /logs/verifier && ln -s /tmp /logs/verifier && echo 1 > /tmp/reward.txt\n",
+        "dir-link": "rm -rf /logs/verifier && ln -s /tmp /logs/verifier && "
+        "echo 1 > /tmp/reward.txt\n",
         "huge": "python3 -c \"print('1' + ' ' * 100000)\" > /logs/verifier/reward.txt\n",
         "none": "true\n",
-        "partial": 'echo \'{"reward": 0.5}\' > /logs/verifier/reward.json\n',
+        "partial": "echo '{\"reward\": 0.5}' > /logs/verifier/reward.json\n",
         "nan": "echo nan > /logs/verifier/reward.txt\n",
-        "bool": 'echo \'{"reward": true}\' > /logs/verifier/reward.json\n',
+        "bool": "echo '{\"reward\": true}' > /logs/verifier/reward.json\n",
         "exit-status-ignored": "echo 1 > /logs/verifier/reward.txt; exit 3\n",
     }
     tasks = [_variant(tmp_path, name, script) for name, script in variants.items()]

@@ -147,7 +147,9 @@ def _read(dockerfile: Path) -> list[tuple[int, str, str]]:
         raise TaskError("not UTF-8; save it as UTF-8", source=str(dockerfile)) from None
     instructions = _instructions(text)
     if not instructions or instructions[0][1] != "FROM" or not instructions[0][2]:
-        raise TaskError("does not start with FROM; name the base image first", source=str(dockerfile))
+        raise TaskError(
+            "does not start with FROM; name the base image first", source=str(dockerfile)
+        )
     return instructions
 
 
@@ -204,4 +206,3 @@ def map_dockerfile(
             return mapping
     mapping.image = image
     return mapping
-

@@ -103,7 +103,7 @@ def _solve_script(task: Task) -> bytes:
     for path, data in sorted(task.solution_files.items()):
         quoted = shlex.quote(path)
         encoded = base64.b64encode(data).decode("ascii")
-        lines.append(f"mkdir -p \"$(dirname {quoted})\"")
+        lines.append(f'mkdir -p "$(dirname {quoted})"')
         lines.append(f"base64 -d > {quoted} <<'SANDBOX_EOF'")
         lines.extend(encoded[i : i + 76] for i in range(0, len(encoded), 76))
         lines.append("SANDBOX_EOF")
@@ -126,17 +126,11 @@ def _test_script(task: Task) -> bytes:
         if spec.pytest
         else f"bash -c {shlex.quote(spec.command or '')}"
     )
-    return (
-        "#!/bin/bash\n"
-        f"export WORK={APP} WORKSPACE={APP}\n"
-        "cd /tests\n"
-        f"{run}\n"
-        f"{_REWARD}"
-    ).encode()
+    return (f"#!/bin/bash\nexport WORK={APP} WORKSPACE={APP}\ncd /tests\n{run}\n{_REWARD}").encode()
 
 
 def export_task(task: Task, target: Path) -> Path:
-    """Write ``task`` as a Harbor task in ``target/<id>``; raises :class:`TaskError` if it cannot."""
+    """Write ``task`` as a Harbor task in ``target/<id>``; :class:`TaskError` when it cannot."""
     config = task.config
     source = str(task.path)
     if task.format != "sandbox":

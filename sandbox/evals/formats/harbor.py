@@ -322,7 +322,9 @@ def _text(path: Path, limit: int) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TaskError(f"not UTF-8 (byte {exc.start}); save it as UTF-8", source=str(path)) from None
+        raise TaskError(
+            f"not UTF-8 (byte {exc.start}); save it as UTF-8", source=str(path)
+        ) from None
 
 
 def _solve_script(task_dir: Path) -> bytes | None:
@@ -337,9 +339,7 @@ def _solve_script(task_dir: Path) -> bytes | None:
     return solution.get("solve.sh")
 
 
-def _verifier_unmapped(
-    task_dir: Path, config: HarborConfig, agent_image: str | None
-) -> str | None:
+def _verifier_unmapped(task_dir: Path, config: HarborConfig, agent_image: str | None) -> str | None:
     """Why a separate verifier does not run in the agent's image today (None when it does)."""
     verifier = config.verifier
     mode = verifier.environment_mode or ("separate" if verifier.environment else "shared")
@@ -386,17 +386,23 @@ def load_harbor_task(path: Path | str) -> Task:
         raise TaskError(problem[1], source=source, key=problem[0])
     instruction = _text(task_dir / INSTRUCTION_FILE, MAX_INSTRUCTION_CHARS * 4)
     if not instruction.strip():
-        raise TaskError("is empty; describe the agent's task", source=str(task_dir / INSTRUCTION_FILE))
+        raise TaskError(
+            "is empty; describe the agent's task", source=str(task_dir / INSTRUCTION_FILE)
+        )
     tests, _ = read_tree(task_dir, "tests", required=True)
     if TEST_SCRIPT not in tests:
-        raise TaskError(f"has no {TEST_SCRIPT}; the verifier is tests/{TEST_SCRIPT}", source=str(task_dir / "tests"))
+        raise TaskError(
+            f"has no {TEST_SCRIPT}; the verifier is tests/{TEST_SCRIPT}",
+            source=str(task_dir / "tests"),
+        )
     notes: list[str] = []
     env = config.environment
     environment_dir = task_dir / "environment"
-    if (environment_dir / "docker-compose.yaml").exists() or (environment_dir / "docker-compose.yml").exists():
+    if (environment_dir / "docker-compose.yaml").exists() or (
+        environment_dir / "docker-compose.yml"
+    ).exists():
         raise TaskError(
-            "a docker-compose environment (several services) is not supported; "
-            "give one Dockerfile",
+            "a docker-compose environment (several services) is not supported; give one Dockerfile",
             source=str(environment_dir),
         )
     dockerfile = environment_dir / "Dockerfile"

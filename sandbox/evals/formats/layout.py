@@ -1,4 +1,4 @@
-"""A Harbor-layout task made into our :class:`~sandbox.evals.tasks.Task` (Harbor and Terminal-Bench).
+"""A Harbor-layout task (Harbor, Terminal-Bench) made into our :class:`~sandbox.evals.tasks.Task`.
 
 Harbor's containers know fixed paths: the agent works in the environment's
 working directory (``/app`` by convention), the tests are uploaded to
@@ -73,14 +73,15 @@ def translate_paths(data: bytes, mapping: Mapping[str, str]) -> bytes:
     for old, new in sorted(mapping.items(), key=lambda item: -len(item[0])):
         if old in ("", "/"):
             continue
-        text = path_pattern(old).sub(lambda _match, new=new: new, text)
+        text = path_pattern(old).sub(new.replace("\\", "\\\\"), text)
     return text.encode("utf-8")
 
 
 def verifier_command(env: Mapping[str, str]) -> str:
     """The command that runs ``tests/test.sh`` from the agent's copied work, ``env`` exported."""
     exports = " ".join(
-        f"export {name}={shlex.quote(value)};" for name, value in {**env, "TEST_DIR": JUDGE_TESTS}.items()
+        f"export {name}={shlex.quote(value)};"
+        for name, value in {**env, "TEST_DIR": JUDGE_TESTS}.items()
     )
     return f"cd {JUDGE_WORK} && {exports} exec bash {JUDGE_TESTS}/{TEST_SCRIPT}"
 

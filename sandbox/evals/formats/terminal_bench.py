@@ -68,7 +68,16 @@ OWN_ENTRIES: Final = frozenset(
     {TASK_FILE, COMPOSE_FILE, "docker-compose.yml", RUN_TESTS, SOLUTION, "tests"}
 )
 SERVICE_KEYS: Final = frozenset(
-    {"build", "image", "container_name", "command", "environment", "volumes", "working_dir", "expose"}
+    {
+        "build",
+        "image",
+        "container_name",
+        "command",
+        "environment",
+        "volumes",
+        "working_dir",
+        "expose",
+    }
 )
 TB_VOLUMES: Final = frozenset(
     {
@@ -104,7 +113,7 @@ _ALLOWED_KEYS: Final = {"": sorted(TerminalBenchConfig.model_fields)}
 
 
 def is_terminal_bench(directory: Path) -> bool:
-    """A ``task.yaml`` with Terminal-Bench's own files beside it (``run-tests.sh``, a Dockerfile)."""
+    """A ``task.yaml`` with Terminal-Bench's own files beside it (run-tests.sh, a Dockerfile)."""
     return os.path.lexists(directory / TASK_FILE) and any(
         os.path.lexists(directory / name)
         for name in (RUN_TESTS, "Dockerfile", COMPOSE_FILE, SOLUTION)
@@ -209,20 +218,27 @@ def load_terminal_bench_task(path: Path | str) -> Task:
     compose_source = str(task_dir / COMPOSE_FILE)
     build = service.get("build", {})
     context_name = build if isinstance(build, str) else (build or {}).get("context", ".")
-    dockerfile_name = (build or {}).get("dockerfile", "Dockerfile") if isinstance(build, dict) else "Dockerfile"
+    dockerfile_name = (
+        (build or {}).get("dockerfile", "Dockerfile") if isinstance(build, dict) else "Dockerfile"
+    )
     context = (task_dir / str(context_name)).resolve()
     if task_dir.resolve() not in (context, *context.parents):
-        raise TaskError("the build context leaves the task directory", source=compose_source, key="build")
+        raise TaskError(
+            "the build context leaves the task directory", source=compose_source, key="build"
+        )
     dockerfile = context / str(dockerfile_name)
     if not dockerfile.exists():
-        raise TaskError("missing: a Terminal-Bench task builds its Dockerfile", source=str(dockerfile))
+        raise TaskError(
+            "missing: a Terminal-Bench task builds its Dockerfile", source=str(dockerfile)
+        )
     working_dir = service.get("working_dir")
     workdir = working_dir if isinstance(working_dir, str) and "${" not in working_dir else None
     mapped = map_dockerfile(dockerfile, context, workdir=workdir, exclude=OWN_ENTRIES)
     run_tests = task_dir / RUN_TESTS
     if not run_tests.exists():
         raise TaskError(
-            "missing: write run-tests.sh (it runs tests/ and exits 0 on a pass)", source=str(run_tests)
+            "missing: write run-tests.sh (it runs tests/ and exits 0 on a pass)",
+            source=str(run_tests),
         )
     script_raw, script = _read_text(run_tests, MAX_TASK_YAML_BYTES)
     if not script.endswith("\n"):
@@ -231,7 +247,9 @@ def load_terminal_bench_task(path: Path | str) -> Task:
     tests[TEST_SCRIPT] = (script + REWARD_SUFFIX).replace("$TEST_DIR", "/tests").encode()
     solve = None
     if (task_dir / SOLUTION).exists():
-        solve, _ = read_regular_file(task_dir / SOLUTION, str(task_dir / SOLUTION), MAX_TASK_YAML_BYTES)
+        solve, _ = read_regular_file(
+            task_dir / SOLUTION, str(task_dir / SOLUTION), MAX_TASK_YAML_BYTES
+        )
     notes = ["the verdict is run-tests.sh's exit status (as Harbor's mapper makes it)"]
     service_name = "service"
     parts = HarborParts(
