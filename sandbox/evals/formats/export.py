@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from sandbox.core.argv import path_arg, shell_command
+
 from ..tasks import Task, TaskError
 from .layout import TEST_SCRIPT, translate_paths
 
@@ -101,14 +103,14 @@ def _write(path: Path, data: bytes, *, executable: bool = False) -> None:
 def _solve_script(task: Task) -> bytes:
     lines = ["#!/bin/bash", "set -e", f"cd {APP}"]
     for path, data in sorted(task.solution_files.items()):
-        quoted = shlex.quote(path)
         encoded = base64.b64encode(data).decode("ascii")
-        lines.append(f'mkdir -p "$(dirname {quoted})"')
-        lines.append(f"base64 -d > {quoted} <<'SANDBOX_EOF'")
+        if "/" in path:
+            lines.append(shell_command("mkdir", "-p", paths=[path.rsplit("/", 1)[0]]))
+        lines.append(f"base64 -d > {shlex.quote(path_arg(path))} <<'SANDBOX_EOF'")
         lines.extend(encoded[i : i + 76] for i in range(0, len(encoded), 76))
         lines.append("SANDBOX_EOF")
         if path in task.solution_executable:
-            lines.append(f"chmod +x {quoted}")
+            lines.append(shell_command("chmod", "+x", paths=[path]))
     script = task.solve_script
     if script is not None:
         body = translate_paths(script, {"/workspace": APP}).decode("utf-8", errors="replace")
