@@ -21,7 +21,9 @@ must carry the run's nonce (see ``runner/harness/pytest_channel.py``), lists at
 least one passed test and no failure, error, collection error or test left
 without an outcome: a report file the code under test writes means nothing, and
 exiting early (``os._exit(0)`` at import) sends no report. A ``tests.command``
-passes when it exits 0.
+passes when it exits 0. A task read from Harbor or Terminal-Bench
+(``Task.judged_by_reward``) passes when the reward file its tests wrote to the
+fresh, judge-only verifier directory says at least 1 (:mod:`.reward_files`).
 
 A run directory holds ``run.json`` (the agent, the tasks and their digests),
 ``results.jsonl`` (one line per finished trial, appended and fsynced as each

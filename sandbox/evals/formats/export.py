@@ -39,7 +39,7 @@ from typing import Final
 from sandbox.core.argv import path_arg, shell_command
 
 from ..tasks import Task, TaskError
-from .layout import TEST_SCRIPT, translate_paths
+from .layout import EXIT_STATUS_REWARD, TEST_SCRIPT, translate_paths
 
 __all__ = ["SUITE", "export_harbor", "export_task"]
 
@@ -47,14 +47,6 @@ SUITE: Final = Path(__file__).resolve().parent.parent / "suite"
 """The shipped suite of tasks."""
 APP: Final = "/app"
 _IMAGES: Final = {"python": "sandbox-python", "polyglot": "sandbox-polyglot"}
-_REWARD: Final = """
-_status=$?
-if [ $_status -eq 0 ]; then
-  echo 1 > /logs/verifier/reward.txt
-else
-  echo 0 > /logs/verifier/reward.txt
-fi
-"""
 
 
 def _toml_string(value: str) -> str:
@@ -128,7 +120,9 @@ def _test_script(task: Task) -> bytes:
         if spec.pytest
         else f"bash -c {shlex.quote(spec.command or '')}"
     )
-    return (f"#!/bin/bash\nexport WORK={APP} WORKSPACE={APP}\ncd /tests\n{run}\n{_REWARD}").encode()
+    return (
+        f"#!/bin/bash\nexport WORK={APP} WORKSPACE={APP}\ncd /tests\n{run}\n{EXIT_STATUS_REWARD}"
+    ).encode()
 
 
 def export_task(task: Task, target: Path) -> Path:

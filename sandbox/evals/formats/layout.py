@@ -50,12 +50,29 @@ from ..tasks import (
 )
 from .dockerfile import DockerfileMapping
 
-__all__ = ["HarborParts", "build_task", "path_pattern", "translate_paths", "verifier_command"]
+__all__ = [
+    "EXIT_STATUS_REWARD",
+    "HarborParts",
+    "build_task",
+    "path_pattern",
+    "translate_paths",
+    "verifier_command",
+]
 
 WORKSPACE: Final = "/workspace"
 HARBOR_TESTS: Final = "/tests"
 HARBOR_VERIFIER: Final = "/logs/verifier"
 TEST_SCRIPT: Final = "test.sh"
+EXIT_STATUS_REWARD: Final = """
+_EXIT_CODE=$?
+if [ $_EXIT_CODE -eq 0 ]; then
+    echo 1 > /logs/verifier/reward.txt
+else
+    echo 0 > /logs/verifier/reward.txt
+fi
+exit $_EXIT_CODE
+"""
+"""Appended to a test script whose exit status is the verdict (as Harbor's TB mapper does)."""
 _PATH_CHARS: Final = r"[\w.\-/]"
 
 
@@ -140,43 +157,32 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
     mapped = parts.environment
     files: dict[str, bytes] = {}
     executable: set[str] = set()
-    image: Literal["python", "polyglot"] = "python"
-    env = dict(parts.env)
+    source_of: dict[str, object]
     if mapped is not None and mapped.image is not None:
-        image = "polyglot" if mapped.image == "polyglot" else "python"
+        builtin: str | None = mapped.image
         files, executable = mapped.files, mapped.executable
-        env = {**mapped.env, **env}
-        spec = EnvironmentSpec(
-            image=mapped.base,
-            resources=parts.resources,
-            root=parts.root,
-            build_timeout_s=parts.build_timeout_s,
-            env=env,
-        )
+        source_of = {"image": mapped.base}
     elif mapped is not None:
+        builtin = None
         parts.notes.append(f"its environment needs building: {mapped.unmapped}")
-        spec = EnvironmentSpec(
-            dockerfile=parts.dockerfile,
-            context=parts.dockerfile.parent if parts.dockerfile else None,
-            resources=parts.resources,
-            root=parts.root,
-            build_timeout_s=parts.build_timeout_s,
-            env=env,
-        )
+        assert parts.dockerfile is not None
+        source_of = {"dockerfile": parts.dockerfile, "context": parts.dockerfile.parent}
     else:
         assert parts.image_name is not None
         builtin = BUILTIN_IMAGES.get(parts.image_name)
-        if builtin == "polyglot":
-            image = "polyglot"
-        spec = EnvironmentSpec(
-            image=parts.image_name,
-            resources=parts.resources,
-            root=parts.root,
-            build_timeout_s=parts.build_timeout_s,
-            env=env,
-        )
+        source_of = {"image": parts.image_name}
         if builtin is None:
             parts.notes.append(f"image {parts.image_name!r} runs only through image aliases")
+    spec = EnvironmentSpec.model_validate(
+        {
+            **source_of,
+            "resources": parts.resources,
+            "root": parts.root,
+            "build_timeout_s": parts.build_timeout_s,
+            "env": {**(mapped.env if mapped is not None else {}), **parts.env},
+        }
+    )
+    image: Literal["python", "polyglot"] = "polyglot" if builtin == "polyglot" else "python"
     config = TaskConfig(
         instruction=instruction,
         image=image,

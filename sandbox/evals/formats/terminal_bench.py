@@ -47,23 +47,13 @@ from ..tasks import (
     validation_error,
 )
 from .dockerfile import map_dockerfile
-from .layout import TEST_SCRIPT, HarborParts, build_task
+from .layout import EXIT_STATUS_REWARD, TEST_SCRIPT, HarborParts, build_task
 
 __all__ = ["TerminalBenchConfig", "is_terminal_bench", "load_terminal_bench_task"]
 
 COMPOSE_FILE: Final = "docker-compose.yaml"
 RUN_TESTS: Final = "run-tests.sh"
 SOLUTION: Final = "solution.sh"
-REWARD_SUFFIX: Final = """
-_EXIT_CODE=$?
-if [ $_EXIT_CODE -eq 0 ]; then
-    echo 1 > /logs/verifier/reward.txt
-else
-    echo 0 > /logs/verifier/reward.txt
-fi
-exit $_EXIT_CODE
-"""
-"""What Harbor's mapper appends to run-tests.sh (its exit status becomes the reward)."""
 OWN_ENTRIES: Final = frozenset(
     {TASK_FILE, COMPOSE_FILE, "docker-compose.yml", RUN_TESTS, SOLUTION, "tests"}
 )
@@ -244,7 +234,7 @@ def load_terminal_bench_task(path: Path | str) -> Task:
     if not script.endswith("\n"):
         script += "\n"
     tests, _ = read_tree(task_dir, "tests", required=False)
-    tests[TEST_SCRIPT] = (script + REWARD_SUFFIX).replace("$TEST_DIR", "/tests").encode()
+    tests[TEST_SCRIPT] = (script + EXIT_STATUS_REWARD).replace("$TEST_DIR", "/tests").encode()
     solve = None
     if (task_dir / SOLUTION).exists():
         solve, _ = read_regular_file(
