@@ -253,3 +253,42 @@ async def test_quality_check_reads_both_formats_and_reports_the_verifier(
     assert "RUN" in items["needs-build"].findings[0].message
     warned = [f for f in items["reads-tmp"].findings if f.check == "verifier"]
     assert warned and "/tmp" in warned[0].message, items["reads-tmp"].findings
+
+
+def test_sandbox_eval_run_takes_both_formats(tmp_path: Path) -> None:
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for source in (
+        FORMATS / "harbor" / "count-words",
+        FORMATS / "terminal-bench" / "tb-sum-numbers",
+    ):
+        shutil.copytree(source, mixed / source.name)
+    shutil.copytree(REPO / "tests" / "data" / "tasks" / "fix-add", mixed / "fix-add")
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [
+            str(SANDBOX_BIN),
+            "eval",
+            "run",
+            str(mixed),
+            "--agent",
+            "oracle",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["task"]: r["outcome"] for r in records} == dict.fromkeys(
+        ["count-words", "tb-sum-numbers", "fix-add"], "passed"
+    )
+    meta = json.loads((out / "run.json").read_text())
+    assert {t: m["format"] for t, m in meta["tasks"].items()} == {
+        "count-words": "harbor",
+        "tb-sum-numbers": "terminal-bench",
+        "fix-add": "sandbox",
+    }

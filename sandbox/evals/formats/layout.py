@@ -63,6 +63,8 @@ WORKSPACE: Final = "/workspace"
 HARBOR_TESTS: Final = "/tests"
 HARBOR_VERIFIER: Final = "/logs/verifier"
 TEST_SCRIPT: Final = "test.sh"
+AGENT_STEPS: Final = 1000
+"""Harbor budgets the agent by time alone: its tasks get this many steps."""
 EXIT_STATUS_REWARD: Final = """
 _EXIT_CODE=$?
 if [ $_EXIT_CODE -eq 0 ]; then
@@ -189,7 +191,8 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         agent=AgentBudget(
             timeout_s=_timeout(
                 parts.agent_timeout_s, MAX_AGENT_TIMEOUT_S, "the agent's timeout", source, "agent"
-            )
+            ),
+            max_steps=AGENT_STEPS,
         ),
         tests=TestSpec(
             command=verifier_command(parts.verifier_env),
