@@ -6,6 +6,7 @@ made by the real ``harbor init``); nothing here needs Docker.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +20,8 @@ from sandbox.evals.tasks import TaskError
 from tests.conftest import REPO
 
 FORMATS = REPO / "tests" / "data" / "formats"
-HARBOR_BIN = Path("/work/main/.venv-harbor/bin/harbor")
+# harbor needs Python >= 3.12: it lives in a venv of its own (SANDBOX_HARBOR_BIN names its CLI).
+HARBOR_BIN = Path(os.environ.get("SANDBOX_HARBOR_BIN", "/work/main/.venv-harbor/bin/harbor"))
 
 
 def harbor_task(tmp_path: Path, toml_extra: str = "", *, name: str = "t") -> Path:
@@ -76,6 +78,7 @@ def test_harbor_fields_are_mapped() -> None:
         ('\nos = "windows"\n', "environment.os", "linux"),
         ('\n[environment.env]\nTOKEN = "${HOST_TOKEN}"\n', "environment.env.TOKEN", "host"),
         ('\n[[environment.mcp_servers]]\nname = "x"\n', "environment.mcp_servers", "MCP"),
+        ('\n[environment.env]\n"A;rm" = "x"\n', "environment.env.A;rm", "variable name"),
         ('\nmemory = "lots"\n', "environment.memory", "size"),
         ("\nstorage_mb = -5\n", "environment.storage_mb", "greater than 0"),
     ],

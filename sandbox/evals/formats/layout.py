@@ -40,6 +40,7 @@ from sandbox.environments import EnvironmentSpec, ResourceRequest
 from ..tasks import (
     BUILTIN_IMAGES,
     MAX_AGENT_TIMEOUT_S,
+    MAX_INSTRUCTION_CHARS,
     MAX_TEST_TIMEOUT_S,
     AgentBudget,
     Task,
@@ -76,6 +77,7 @@ exit $_EXIT_CODE
 """
 """Appended to a test script whose exit status is the verdict (as Harbor's TB mapper does)."""
 _PATH_CHARS: Final = r"[\w.\-/]"
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def path_pattern(path: str) -> re.Pattern[str]:
@@ -145,6 +147,15 @@ def _timeout(value: float, limit: float, what: str, source: str, key: str) -> fl
 
 def build_task(parts: HarborParts, *, source: str) -> Task:
     """The :class:`Task` of ``parts``: its paths translated, its environment set."""
+    for section, values in (("environment.env", parts.env), ("verifier.env", parts.verifier_env)):
+        for name in values:
+            if not _ENV_NAME.fullmatch(name):
+                raise TaskError(
+                    "not a variable name (letters, digits and '_', not starting with a digit); "
+                    "rename it",
+                    source=source,
+                    key=f"{section}.{name}",
+                )
     workdir = parts.workdir if parts.workdir not in (None, "/") else None
     agent_paths = {workdir: WORKSPACE} if workdir else {}
     test_paths = {HARBOR_TESTS: JUDGE_TESTS, HARBOR_VERIFIER: JUDGE_VERIFIER}
@@ -185,6 +196,11 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         }
     )
     image: Literal["python", "polyglot"] = "polyglot" if builtin == "polyglot" else "python"
+    if len(instruction) > MAX_INSTRUCTION_CHARS:
+        raise TaskError(
+            f"the instruction is {len(instruction)} characters; at most {MAX_INSTRUCTION_CHARS}",
+            source=str(parts.task_dir),
+        )
     config = TaskConfig(
         instruction=instruction,
         image=image,
