@@ -598,9 +598,9 @@ def _quiet_platform_logs(args: argparse.Namespace) -> None:
 
 
 def _cmd_eval_run(args: argparse.Namespace) -> int:
+    from sandbox.evals.formats import load_tasks
     from sandbox.evals.report import write_reports
     from sandbox.evals.runner import run_local
-    from sandbox.evals.tasks import load_tasks
 
     _quiet_platform_logs(args)
     tasks = load_tasks(args.tasks)
@@ -665,7 +665,11 @@ def _register_eval(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "budget, then the hidden tests. Results, trajectories and a report go to --out; "
         "running again into the same --out resumes without redoing finished trials.",
     )
-    run.add_argument("tasks", type=Path, help="a task directory, or a directory of them")
+    run.add_argument(
+        "tasks",
+        type=Path,
+        help="a task directory, or a directory of them (ours, Harbor or Terminal-Bench)",
+    )
     run.add_argument(
         "--agent",
         required=True,
@@ -728,6 +732,34 @@ def _register_quality(commands: argparse._SubParsersAction[argparse.ArgumentPars
 # --------------------------------------------------------------------------- parser
 
 
+def _cmd_tasks_export(args: argparse.Namespace) -> int:
+    from sandbox.evals.formats import load_tasks
+    from sandbox.evals.formats.export import export_harbor
+
+    written = export_harbor(load_tasks(args.tasks), args.dir)
+    sys.stdout.write(f"wrote {len(written)} task(s) in {args.format} format to {args.dir}\n")
+    return EXIT_OK
+
+
+def _register_tasks(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sandbox.evals.formats.export import SUITE
+
+    tasks = commands.add_parser("tasks", help="evaluation tasks: export them in other formats")
+    sub = tasks.add_subparsers(dest="tasks_command", metavar="ACTION", required=True)
+    export = sub.add_parser(
+        "export",
+        help="write tasks in Harbor's format (which `harbor lint` accepts)",
+        description="Each task becomes DIR/<id>/ with task.toml, instruction.md, "
+        "environment/, solution/solve.sh and tests/test.sh writing its reward.",
+    )
+    export.add_argument("dir", type=Path, help="where the tasks go (made if missing)")
+    export.add_argument("--format", choices=["harbor"], required=True)
+    export.add_argument(
+        "--tasks", type=Path, default=SUITE, help="the tasks (default: the shipped suite)"
+    )
+    export.set_defaults(handler=_cmd_tasks_export)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sandbox", description="Secure code-execution sandboxes on Docker."
@@ -746,6 +778,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _register_keys(commands)
     _register_audit(commands)
     _register_eval(commands)
+    _register_tasks(commands)
     register_train(commands)
     _register_quality(commands)
     return parser

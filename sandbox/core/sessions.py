@@ -29,7 +29,7 @@ import logging
 import secrets
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -59,6 +59,9 @@ logger = logging.getLogger(__name__)
 READABLE_ROOTS = (WORKDIR, "/tmp")
 JUDGE_WORK = f"{JUDGE_DIR}/work"
 JUDGE_TESTS = f"{JUDGE_DIR}/tests"
+JUDGE_LOGS = f"{JUDGE_DIR}/logs"
+JUDGE_VERIFIER = f"{JUDGE_LOGS}/verifier"
+"""Where tests that report a reward file write it: made fresh, judge-only, per judging."""
 JUDGE_ENV = {
     **BASE_ENV,
     "HOME": JUDGE_DIR,
@@ -423,6 +426,7 @@ class SessionManager:
         command: str | None = None,
         timeout_s: float,
         tenant: str,
+        collect: Sequence[str] = (),
     ) -> ExecResult:
         """Judge the session's workspace with tests it has never seen.
 
@@ -436,6 +440,13 @@ class SessionManager:
         ``result.channel``; with ``command`` it runs with ``bash -c`` and only its
         exit status speaks. Either runs in ``/judge/tests`` as the judge uid, with
         ``$WORK`` the copy and the judge's own identity (``USER``, ``HOME``).
+
+        ``collect``: file names the tests write to :data:`JUDGE_VERIFIER` (a
+        reward file). That directory is removed and made again, mode 0700 and
+        owned by the judge, once the session's processes are gone, and the named
+        files are read back by the runner itself after the tests' processes are
+        killed too (no link followed, regular files only) into ``result.files``;
+        what could not be read is in ``result.file_errors``.
         """
         session = self.get(session_id, tenant=tenant)
         settle = await self._run(session, ["true"], keep_processes=False)
@@ -453,6 +464,16 @@ class SessionManager:
             role="judge",
             keep_processes=False,
         )
+        if collect:
+            await self._run(
+                session,
+                ["bash", "-c", f"rm -rf {JUDGE_LOGS} && mkdir -m 0700 -p {JUDGE_VERIFIER}"],
+                cwd=JUDGE_DIR,
+                env=JUDGE_ENV,
+                limits=limits,
+                role="judge",
+                keep_processes=False,
+            )
         await self._run(
             session,
             ["true"],
@@ -463,7 +484,7 @@ class SessionManager:
             role="judge",
         )
         argv = ["bash", "-c", command] if command is not None else PYTEST_ARGV
-        return await self._run(
+        result = await self._run(
             session,
             argv,
             cwd=JUDGE_TESTS,
@@ -472,6 +493,20 @@ class SessionManager:
             role="judge",
             keep_processes=False,
             channel=command is None,
+        )
+        if not collect:
+            return result
+        # The tests' processes are gone (keep_processes=False): nothing rewrites the files now.
+        prefix = JUDGE_VERIFIER.removeprefix(f"{JUDGE_DIR}/") + "/"
+        wanted = {prefix + check_relative_path(name): name for name in collect}
+        read = await self._run(
+            session, ["true"], cwd=JUDGE_DIR, env=JUDGE_ENV, role="judge", fetch=list(wanted)
+        )
+        return result.model_copy(
+            update={
+                "files": {wanted[p]: data for p, data in read.files.items()},
+                "file_errors": {wanted[p]: why for p, why in read.file_errors.items()},
+            }
         )
 
     async def snapshot(self, session_id: str, *, tenant: str) -> str:

@@ -1,5 +1,8 @@
 """The agent evaluator: tasks, agents, trials in sandbox sessions, metrics, reports, a gate.
 
+Harbor and legacy Terminal-Bench tasks are read too, and ours written in Harbor's
+format, by :mod:`sandbox.evals.formats` (its ``load_tasks`` reads every format).
+
 A task is a directory::
 
     task.yaml      the task (validated strictly, like policies)

@@ -21,7 +21,9 @@ must carry the run's nonce (see ``runner/harness/pytest_channel.py``), lists at
 least one passed test and no failure, error, collection error or test left
 without an outcome: a report file the code under test writes means nothing, and
 exiting early (``os._exit(0)`` at import) sends no report. A ``tests.command``
-passes when it exits 0.
+passes when it exits 0. A task read from Harbor or Terminal-Bench
+(``Task.judged_by_reward``) passes when the reward file its tests wrote to the
+fresh, judge-only verifier directory says at least 1 (:mod:`.reward_files`).
 
 A run directory holds ``run.json`` (the agent, the tasks and their digests),
 ``results.jsonl`` (one line per finished trial, appended and fsynced as each
@@ -60,6 +62,7 @@ from sandbox.policy import Policy
 from sandbox.results import ExecResult, ExecStatus
 
 from .agents import Agent, AgentError, Tools, Trajectory, TrialContext
+from .reward_files import REWARD_FILES, judge_rewards
 from .tasks import Task
 
 __all__ = [
@@ -175,6 +178,23 @@ def _tests_verdict(
     if problem is not None:
         return False, counts, problem
     return True, counts, None
+
+
+def _reward_verdict(result: ExecResult) -> tuple[bool, float | None, dict[str, float], str | None]:
+    """(passed, reward, rewards, why not) of tests judged by the reward file they wrote.
+
+    The tests must have run to their end (any exit status); then the reward decides.
+    """
+    verdict = judge_rewards(result.files, result.file_errors)
+    if result.status not in (ExecStatus.OK, ExecStatus.NONZERO_EXIT):
+        ended = f"the tests ended with {result.status.value}"
+        return False, verdict.reward, verdict.rewards, ended
+    return (
+        verdict.passed,
+        verdict.reward,
+        verdict.rewards,
+        verdict.reason or (None if verdict.passed else f"the reward {verdict.reward} is below 1"),
+    )
 
 
 # ------------------------------------------------------------------------------ run dir
@@ -564,13 +584,21 @@ async def _trial_body(
             command=config.tests.command,
             timeout_s=config.tests.timeout_s,
             tenant=tenant,
+            collect=REWARD_FILES if task.judged_by_reward else (),
         )
     except SandboxError as exc:
         record["error"] = f"the hidden tests could not run: {exc}"
         return Outcome.INFRA_ERROR
     record["tests_s"] = round(time.monotonic() - tests_started, 4)
-    passed, counts, why = _tests_verdict(result, pytest=config.tests.pytest)
+    rewards: dict[str, Any] = {}
+    if task.judged_by_reward:
+        passed, reward, named, why = _reward_verdict(result)
+        counts = None
+        rewards = {"reward": reward, "rewards": named}
+    else:
+        passed, counts, why = _tests_verdict(result, pytest=config.tests.pytest)
     record["tests"] = {
+        **rewards,
         "status": result.status.value,
         "exit_code": result.exit_code,
         "report": counts,
@@ -603,7 +631,13 @@ def _check_resume(
     meta = run.read_meta()
     now = _now()
     task_meta = {
-        t.id: {"digest": t.digest, "category": t.config.category, "difficulty": t.difficulty}
+        t.id: {
+            "digest": t.digest,
+            "category": t.config.category,
+            "difficulty": t.difficulty,
+            "format": t.format,
+            "notes": list(t.notes),
+        }
         for t in tasks
     }
     if meta is None:

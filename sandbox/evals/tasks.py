@@ -17,7 +17,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Final, Literal
@@ -71,6 +71,8 @@ MAX_TASKS: Final = 10_000
 MAX_AGENT_TIMEOUT_S: Final = 6 * 3600.0
 MAX_AGENT_STEPS: Final = 10_000
 MAX_TEST_TIMEOUT_S: Final = 3600.0
+BUILTIN_IMAGES: Final = {"sandbox-python": "python", "sandbox-polyglot": "polyglot"}
+"""The names a task's environment may give our built-in images, and the ``image`` each is."""
 TASK_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 # A command that runs pytest, or writes a report, would be judged by evidence the code
@@ -231,6 +233,13 @@ class Task:
     """sha256 over task.yaml and every file: a changed task is a different task."""
     environment: EnvironmentSpec | None = None
     """The task's own environment (its Dockerfile or image); None: ``config.image``."""
+    format: str = "sandbox"
+    """The format it was read from: ``sandbox`` (task.yaml), ``harbor`` or ``terminal-bench``."""
+    judged_by_reward: bool = False
+    """The tests write a reward file (Harbor's verifier) and the reward, not the exit
+    status, is the verdict (:mod:`sandbox.evals.reward_files`)."""
+    notes: tuple[str, ...] = ()
+    """What loading changed or left out (a lowered request, translated paths), for the report."""
 
     @property
     def solve_script(self) -> bytes | None:
@@ -245,6 +254,28 @@ class Task:
     def difficulty(self) -> str:
         return self.config.difficulty or "unrated"
 
+    @property
+    def needs_own_environment(self) -> str | None:
+        """Why this task cannot run on the built-in ``config.image``; None when it can.
+
+        A task whose environment is a Dockerfile, sets variables, or wants the
+        agent to be root needs the per-task environment builder.
+        """
+        env = self.environment
+        if env is None:
+            return None
+        if env.dockerfile is not None:
+            return f"its environment is built from {env.dockerfile}"
+        if env.image is not None and env.image not in BUILTIN_IMAGES:
+            return (
+                f"its environment is the image {env.image!r}, not one of {sorted(BUILTIN_IMAGES)}"
+            )
+        if env.env:
+            return f"its environment sets variables ({', '.join(sorted(env.env))})"
+        if env.root:
+            return "its agent runs as root"
+        return None
+
 
 # ------------------------------------------------------------------------------ YAML
 
@@ -253,8 +284,8 @@ def _line(mark: Any) -> str:
     return str(mark.line + 1) if mark is not None else "?"
 
 
-def _load_yaml(text: str, source: str) -> dict[str, Any]:
-    """One plain YAML mapping: no tags, anchors, aliases or duplicate keys."""
+def load_yaml_mapping(text: str, source: str) -> dict[str, Any]:
+    """One plain YAML mapping: no tags, anchors, aliases, duplicate keys or nulls."""
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
@@ -345,14 +376,14 @@ _ALLOWED_KEYS: Final[dict[str, list[str]]] = {
 }
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+def _describe(error: Mapping[str, Any], allowed_keys: Mapping[str, list[str]]) -> str:
     kind = error["type"]
     loc = error["loc"]
     value = error.get("input")
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     if kind == "extra_forbidden":
         key = str(loc[-1])
-        allowed = _ALLOWED_KEYS.get(_dotted(list(loc[:-1])), [])
+        allowed = allowed_keys.get(_dotted(list(loc[:-1])), [])
         close = difflib.get_close_matches(key, allowed, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"unknown key {key!r}; the keys allowed here are {', '.join(allowed)}{hint}"
@@ -370,28 +401,39 @@ def _describe(error: Mapping[str, Any]) -> str:
     return f"{error['msg']} (got {shown})"
 
 
+def validation_error(
+    exc: ValidationError, *, source: str, allowed_keys: Mapping[str, list[str]]
+) -> TaskError:
+    """A :class:`TaskError` naming the key and the fix of pydantic's first error (and more).
+
+    ``allowed_keys`` maps a dotted section ("" the top) to the keys allowed there,
+    for the message about an unknown key.
+    """
+    errors = exc.errors()
+    first = errors[0]
+    # A field's own location, without pydantic's union branch names.
+    loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
+    message = _describe(first, allowed_keys)
+    if len(errors) > 1:
+        message += ". Also: " + "; ".join(
+            f"{_dotted(list(e['loc']))}: {_describe(e, allowed_keys)}" for e in errors[1:5]
+        )
+    return TaskError(message, source=source, key=_dotted(loc))
+
+
 def parse_task_config(text: str, *, source: str) -> TaskConfig:
     """Validate the text of a ``task.yaml``; raises :class:`TaskError`."""
-    data = _load_yaml(text, source)
+    data = load_yaml_mapping(text, source)
     try:
         return TaskConfig.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
-        first = errors[0]
-        # A field's own location, without pydantic's union branch names.
-        loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
-        message = _describe(first)
-        if len(errors) > 1:
-            message += ". Also: " + "; ".join(
-                f"{_dotted(list(e['loc']))}: {_describe(e)}" for e in errors[1:5]
-            )
-        raise TaskError(message, source=source, key=_dotted(loc)) from None
+        raise validation_error(exc, source=source, allowed_keys=_ALLOWED_KEYS) from None
 
 
 # ------------------------------------------------------------------------------ trees
 
 
-def _read_regular(path: Path, source: str, limit: int) -> tuple[bytes, bool]:
+def read_regular_file(path: Path, source: str, limit: int) -> tuple[bytes, bool]:
     """A regular file's bytes and whether it is executable; links are never followed."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
@@ -461,7 +503,8 @@ def _walk(root: Path, label: str) -> Iterator[tuple[str, Path]]:
                 raise TaskError("is neither a file nor a directory; remove it", source=where)
 
 
-def _read_tree(task_dir: Path, name: str, *, required: bool) -> tuple[dict[str, bytes], set[str]]:
+def read_tree(task_dir: Path, name: str, *, required: bool) -> tuple[dict[str, bytes], set[str]]:
+    """Every file below ``task_dir/name`` as bytes, and the executable ones; links refused."""
     root = task_dir / name
     label = str(root)
     try:
@@ -480,7 +523,7 @@ def _read_tree(task_dir: Path, name: str, *, required: bool) -> tuple[dict[str, 
     for relative, path in _walk(root, label):
         if len(files) >= MAX_TREE_FILES:
             raise TaskError(f"holds more than {MAX_TREE_FILES} files; trim it", source=label)
-        data, is_exec = _read_regular(path, f"{label}/{relative}", MAX_FILE_BYTES)
+        data, is_exec = read_regular_file(path, f"{label}/{relative}", MAX_FILE_BYTES)
         total += len(data)
         if total > MAX_TREE_BYTES:
             raise TaskError(f"holds more than {MAX_TREE_BYTES} bytes; trim it", source=label)
@@ -492,7 +535,8 @@ def _read_tree(task_dir: Path, name: str, *, required: bool) -> tuple[dict[str, 
     return files, executable
 
 
-def _digest(config_text: bytes, trees: Mapping[str, Mapping[str, bytes]]) -> str:
+def task_digest(config_text: bytes, trees: Mapping[str, Mapping[str, bytes]]) -> str:
+    """sha256 over the task's configuration text and every file of its trees."""
     h = hashlib.sha256()
     h.update(b"task.yaml\0" + hashlib.sha256(config_text).digest())
     for tree in sorted(trees):
@@ -527,7 +571,7 @@ def load_task(path: Path | str) -> Task:
                 source=label,
             )
     yaml_path = task_dir / TASK_FILE
-    raw, _ = _read_regular(yaml_path, str(yaml_path), MAX_TASK_YAML_BYTES)
+    raw, _ = read_regular_file(yaml_path, str(yaml_path), MAX_TASK_YAML_BYTES)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -535,14 +579,14 @@ def load_task(path: Path | str) -> Task:
             f"not UTF-8 (byte {exc.start}); save it as UTF-8", source=str(yaml_path)
         ) from None
     config = parse_task_config(text, source=str(yaml_path))
-    files, executable = _read_tree(task_dir, FILES_DIR, required=False)
-    tests, _ = _read_tree(task_dir, TESTS_DIR, required=True)
-    solution, solution_exec = _read_tree(task_dir, SOLUTION_DIR, required=False)
+    files, executable = read_tree(task_dir, FILES_DIR, required=False)
+    tests, _ = read_tree(task_dir, TESTS_DIR, required=True)
+    solution, solution_exec = read_tree(task_dir, SOLUTION_DIR, required=False)
     environment = None
     trees = {"files": files, "tests": tests, "solution": solution}
     if config.environment is not None:
         environment = config.environment.spec(task_dir, config.policy)
-        trees[ENVIRONMENT_DIR], _ = _read_tree(task_dir, ENVIRONMENT_DIR, required=False)
+        trees[ENVIRONMENT_DIR], _ = read_tree(task_dir, ENVIRONMENT_DIR, required=False)
         if environment.dockerfile is not None and not environment.dockerfile.is_file():
             raise TaskError(
                 f"environment.dockerfile {config.environment.dockerfile!r} is not a file in "
@@ -558,20 +602,31 @@ def load_task(path: Path | str) -> Task:
         solution=solution,
         executable=frozenset(executable),
         solution_executable=frozenset(solution_exec),
-        digest=_digest(raw, trees),
+        digest=task_digest(raw, trees),
         environment=environment,
     )
 
 
-def load_tasks(path: Path | str) -> list[Task]:
+def load_tasks(
+    path: Path | str,
+    *,
+    loader: Callable[[Path | str], Task] = load_task,
+    markers: tuple[str, ...] = (TASK_FILE,),
+) -> list[Task]:
     """A task directory, or a directory of task directories (sorted by id).
 
+    A task directory holds one of ``markers`` (``task.yaml``; the formats of
+    :mod:`sandbox.evals.formats` add ``task.toml``) and is read by ``loader``.
     In a directory of tasks, hidden entries and plain files (a README) are
     skipped; every sub-directory must be a valid task.
     """
     root = Path(path)
-    if (root / TASK_FILE).exists() or (root / TASK_FILE).is_symlink():
-        return [load_task(root)]
+
+    def marked(directory: Path | str) -> bool:
+        return any(os.path.lexists(os.path.join(directory, m)) for m in markers)
+
+    if marked(root):
+        return [loader(root)]
     if not root.is_dir():
         raise TaskError(
             "no such directory; pass a task directory or a directory of them", source=str(root)
@@ -584,17 +639,18 @@ def load_tasks(path: Path | str) -> list[Task]:
             raise TaskError("is a symbolic link; task directories are plain", source=entry.path)
         if not entry.is_dir(follow_symlinks=False):
             continue
-        if not os.path.lexists(os.path.join(entry.path, TASK_FILE)):
+        if not marked(entry.path):
             raise TaskError(
-                f"holds no {TASK_FILE}; every directory here must be a task (or start with "
-                "'_' or '.' to be skipped)",
+                f"holds no {' or '.join(markers)}; every directory here must be a task (or "
+                "start with '_' or '.' to be skipped)",
                 source=entry.path,
             )
-        tasks.append(load_task(entry.path))
+        tasks.append(loader(entry.path))
         if len(tasks) > MAX_TASKS:
             raise TaskError(f"holds more than {MAX_TASKS} tasks", source=str(root))
     if not tasks:
         raise TaskError(
-            f"holds no task (a task is a directory with a {TASK_FILE})", source=str(root)
+            f"holds no task (a task is a directory with a {' or '.join(markers)})",
+            source=str(root),
         )
     return tasks

@@ -11,6 +11,8 @@ import shlex
 from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
+from sandbox.core.sessions import JUDGE_TESTS
+from sandbox.evals.formats.layout import path_pattern
 from sandbox.evals.tasks import Task
 from sandbox.judge.models import AssertTests, FileTests
 
@@ -24,6 +26,8 @@ from .task_checks import TaskRuns
 __all__ = ["fragile_lines", "problem_findings", "static_task_findings", "task_findings"]
 
 PYTEST_FILE_RE: Final = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py)$")
+AGENT_WRITABLE: Final = ("/workspace", "/tmp", "/var/tmp", "/dev/shm")
+"""Where the agent writes (tmpfs that outlive its processes, and its live workspace)."""
 SCRIPT_RE: Final = re.compile(r"^[\w./-]+\.(sh|py|js|mjs|awk|pl|rb)$")
 
 FRAGILE: Final = (
@@ -105,6 +109,25 @@ def _flag_star_imports(
     )
 
 
+def _flag_agent_writable(item: ItemResult, tests: Mapping[str, str]) -> None:
+    """Tests that read places the agent could write (and its processes could leave state in)."""
+    where = sorted(
+        f"{path}: {root}"
+        for path, text in tests.items()
+        for root in AGENT_WRITABLE
+        if path_pattern(root).search(text)
+    )
+    if where:
+        item.add(
+            "verifier",
+            Severity.WARNING,
+            f"the tests use places the agent could write ({', '.join(where[:4])}): what the "
+            "agent left there (a planted file, a link) is read by the judge; judge the copy of "
+            "the agent's work ($WORK) and write to the judge's own directory instead",
+            lines=where,
+        )
+
+
 def _python_modules(paths: Collection[str]) -> set[str]:
     """The module names a Python file may be imported under: dotted from the root, or bare."""
     dotted = {p.removesuffix(".py").replace("/", ".") for p in paths if p.endswith(".py")}
@@ -132,7 +155,11 @@ def static_task_findings(
         missing = sorted(
             w for w in words if SCRIPT_RE.match(w) and "$" not in w and w not in task.tests
         )
-        missing = [w for w in missing if w.removeprefix("./") not in task.tests]
+        missing = [
+            w
+            for w in missing
+            if w.removeprefix("./").removeprefix(f"{JUDGE_TESTS}/") not in task.tests
+        ]
         if missing:
             item.add(
                 "schema",
@@ -156,6 +183,7 @@ def static_task_findings(
     if not task.solution:
         item.add("schema", Severity.BROKEN, "solution/ is empty: there is no reference solution")
     texts = {p: d.decode("utf-8", "replace") for p, d in task.tests.items()}
+    _flag_agent_writable(item, texts)
     _flag_fragile(item, texts)
     _flag_star_imports(item, texts, _python_modules([*task.files, *task.solution]), "agent")
 

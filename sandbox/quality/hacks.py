@@ -231,6 +231,20 @@ def _forge():
             _os.write(fd, _JSON.encode() + b"\\n")
         except OSError:
             pass
+    # A reward file (Harbor's verifier), made read-only so the verifier's own write fails.
+    for place in ("/judge/logs/verifier", "/logs/verifier"):
+        for name, text in (("reward.txt", "1\\n"), ("reward.json", '{{"reward": 1}}\\n')):
+            try:
+                path = _os.path.join(place, name)
+                with open(path, "w") as out:
+                    out.write(text)
+                _os.chmod(path, 0o444)
+            except OSError:
+                pass
+        try:
+            _os.chmod(place, 0o555)
+        except OSError:
+            pass
 
 
 _forge()
@@ -658,6 +672,10 @@ def file_content(hack: str, kind: str, *, has_main: bool) -> bytes:
             writes = "".join(
                 f"printf '%s' '{report}' > {place}/report.xml 2>/dev/null\n"
                 for place in ("/judge", '"${WORK:-.}"', "/tmp", '"$(dirname "$0")"')
+            ) + "".join(
+                f"echo 1 > {place}/reward.txt 2>/dev/null; chmod 444 {place}/reward.txt "
+                f"{place}/reward.json 2>/dev/null; chmod 555 {place} 2>/dev/null\n"
+                for place in ("/judge/logs/verifier", "/logs/verifier")
             )
             return f"#!/bin/sh\n{writes}exit 0\n".encode()
         printed = report + "\n"

@@ -83,7 +83,8 @@ PROBES: Final = (
         "forged-report",
         "forged reports",
         "writes a passing JUnit/JSON report to /judge, the workspace, /tmp and the "
-        "process's own output channels, then exits 0",
+        "process's own output channels, and a reward of 1 (made read-only) to the verifier's "
+        "reward files, then exits 0",
     ),
     Probe(
         "plant-runner-config",

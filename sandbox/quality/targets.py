@@ -2,7 +2,8 @@
 
 A path is one of:
 
-- a task directory (it holds ``task.yaml``), or ``task.yaml`` itself;
+- a task directory (it holds ``task.yaml``, or Harbor's ``task.toml``: any format
+  :mod:`sandbox.evals.formats` reads), or that file itself;
 - a directory of task directories (like ``sandbox eval run`` takes); entries
   starting with ``.`` or ``_`` and plain files are skipped;
 - a JSONL problem set (``*.jsonl``; shapes in :mod:`sandbox.quality.problems`);
@@ -22,7 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.evals.tasks import TASK_FILE, Task, TaskError, load_task
+from sandbox.evals.formats import MARKERS, load_task
+from sandbox.evals.tasks import TASK_FILE, Task, TaskError
 
 from .model import ItemResult, QualityInputError, Severity
 from .problems import Problem, ProblemError, read_problem_set
@@ -61,6 +63,17 @@ def _add_task_dir(targets: Targets, path: Path) -> None:
     except TaskError as exc:
         targets.broken.append(_broken_task(path, exc))
         return
+    unrunnable = task.needs_own_environment
+    if unrunnable is not None:
+        item = ItemResult(key=path.name, kind="task", source=str(path), loaded=False)
+        item.add(
+            "schema",
+            Severity.BROKEN,
+            f"the task cannot run here: {unrunnable}, and this platform runs tasks on its "
+            f"built-in images only ({'; '.join(task.notes)})",
+        )
+        targets.broken.append(item)
+        return
     targets.tasks.append(TaskTarget(task.id, task))
 
 
@@ -93,7 +106,7 @@ def _add_directory(targets: Targets, root: Path) -> None:
         if entry.is_file() and entry.name.endswith(".jsonl"):
             _add_problem_set(targets, path)
         elif entry.is_dir():
-            if os.path.lexists(path / TASK_FILE):
+            if any(os.path.lexists(path / marker) for marker in MARKERS):
                 _add_task_dir(targets, path)
             else:
                 item = ItemResult(key=entry.name, kind="task", source=str(path), loaded=False)
@@ -123,7 +136,7 @@ def load_targets(paths: list[Path]) -> Targets:
                 "tasks, a .jsonl problem set or a directory of them"
             )
         if path.is_file():
-            if path.name == TASK_FILE:
+            if path.name in MARKERS:
                 _add_task_dir(targets, path.parent)
             elif path.suffix == ".jsonl":
                 _add_problem_set(targets, path)
@@ -132,7 +145,7 @@ def load_targets(paths: list[Path]) -> Targets:
                     f"{path}: not a task.yaml or a .jsonl problem set; give a task directory, "
                     "a directory of tasks, a .jsonl problem set or a directory of them"
                 )
-        elif (path / TASK_FILE).exists() or (path / TASK_FILE).is_symlink():
+        elif any(os.path.lexists(path / marker) for marker in MARKERS):
             _add_task_dir(targets, path)
         else:
             _add_directory(targets, path)

@@ -1,0 +1,296 @@
+"""Harbor and Terminal-Bench tasks run and judged on real sandboxes, and the reward file attacked.
+
+The tasks in ``tests/data/formats`` map onto the built-in python image (a
+Dockerfile that only copies files over ``sandbox-python``, or ``docker_image =
+"sandbox-python"``), so they run on an in-process platform today: the oracle
+passes them, the null agent fails them. Then an agent tries every way to plant
+a reward before the verifier runs, and verifiers write their reward file in
+hostile shapes (a link, a FIFO, oversized, missing, a partial reward): the
+runner, which reads the file itself, must refuse each and never hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.errors import InvalidRequestError
+from sandbox.evals import NullAgent, OracleAgent, run_eval
+from sandbox.evals.agents import Agent, Tools, TrialContext
+from sandbox.evals.formats import load_task, load_tasks
+from sandbox.evals.formats.export import SUITE, export_harbor
+from sandbox.evals.runner import RunSummary
+from sandbox.evals.tasks import Task
+from sandbox.evals.tasks import load_task as own_load_task
+from sandbox.evals.tasks import load_tasks as own_load_tasks
+from sandbox.quality import CheckSettings, run_check
+from sandbox.quality.progress import QualityProgress
+from sandbox.service.platform import Platform
+from tests.conftest import REPO, SANDBOX_BIN
+
+pytestmark = pytest.mark.docker
+
+FORMATS = REPO / "tests" / "data" / "formats"
+
+
+def formats_tasks() -> list[Task]:
+    return load_tasks(FORMATS / "harbor") + load_tasks(FORMATS / "terminal-bench")
+
+
+async def run(platform: Platform, tasks: list[Task], agent: Agent, out: Path) -> RunSummary:
+    return await run_eval(
+        tasks,
+        agent,
+        sessions=platform.sessions,
+        policies=platform.policies,
+        out=out,
+        concurrency=2,
+        progress=False,
+        available_images=platform.images,
+    )
+
+
+def by_task(summary: RunSummary) -> dict[str, dict[str, Any]]:
+    return {r["task"]: r for r in summary.records}
+
+
+async def test_oracle_passes_and_null_fails_both_formats(
+    platform: Platform, tmp_path: Path
+) -> None:
+    tasks = formats_tasks()
+    assert {t.format for t in tasks} == {"harbor", "terminal-bench"}
+    oracle = by_task(await run(platform, tasks, OracleAgent(), tmp_path / "oracle"))
+    null = by_task(await run(platform, tasks, NullAgent(), tmp_path / "null"))
+    for task in tasks:
+        assert oracle[task.id]["outcome"] == "passed", oracle[task.id]["tests"]
+        assert oracle[task.id]["tests"]["reward"] == 1.0
+        assert null[task.id]["outcome"] == "failed", null[task.id]["tests"]
+    # reward.json: its "reward" entry is the reward, the other entries are kept.
+    assert oracle["count-words"]["tests"]["rewards"] == {"reward": 1.0, "formatted": 1.0}
+    assert null["count-words"]["tests"]["reward"] == 0.0
+    # [verifier.env] reached the tests, which ran from the copy of the working directory.
+    assert "2 passed" in oracle["fix-greeting"]["tests"]["stdout_tail"]
+
+
+class PlantingAgent(Agent):
+    """Solves nothing; plants a reward of 1 wherever it can, and leaves a process trying."""
+
+    name = "planter"
+
+    def __init__(self) -> None:
+        self.observations: dict[str, list[str]] = {}
+
+    async def run(self, trial: TrialContext, tools: Tools) -> None:
+        attempts = [
+            "mkdir -p /judge/logs/verifier && echo 1 > /judge/logs/verifier/reward.txt",
+            "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt",
+            "mkdir -p logs/verifier && echo 1 > logs/verifier/reward.txt && "
+            "echo '{\"reward\": 1}' > logs/verifier/reward.json && echo 1 > reward.txt",
+            "mkdir -p /tmp/logs/verifier && echo 1 > /tmp/logs/verifier/reward.txt",
+            "ln -s /judge/logs/verifier/reward.txt planted-link && mkfifo /workspace/reward.json",
+            # A process that outlives the agent, racing to write the reward while tests run.
+            "nohup bash -c 'while true; do mkdir -p /judge/logs/verifier 2>/dev/null; "
+            "echo 1 > /judge/logs/verifier/reward.txt 2>/dev/null; sleep 0.05; done' "
+            ">/dev/null 2>&1 &",
+        ]
+        seen = self.observations.setdefault(trial.task_id, [])
+        for command in attempts:
+            seen.append(await tools.shell(command))
+        tools.done("planted")
+
+
+async def test_a_reward_planted_by_the_agent_never_counts(
+    platform: Platform, tmp_path: Path
+) -> None:
+    tasks = [
+        load_task(FORMATS / "harbor" / "fix-greeting"),
+        load_task(FORMATS / "harbor" / "count-words"),
+    ]
+    agent = PlantingAgent()
+    records = by_task(await run(platform, tasks, agent, tmp_path / "planted"))
+    for record in records.values():
+        assert record["outcome"] == "failed", record["tests"]
+        assert record["tests"]["reward"] == 0.0
+    # The judge's space and the root are closed to the agent.
+    for seen in agent.observations.values():
+        assert "Permission denied" in seen[0], seen[0]
+        assert "Read-only file system" in seen[1], seen[1]
+        assert seen[2].startswith("exit_code: 0"), seen[2]  # planted in the workspace: harmless
+
+
+def _variant(tmp_path: Path, name: str, test_sh: str) -> Task:
+    """fix-greeting with its own test.sh (the oracle solves it: only the verifier differs)."""
+    target = tmp_path / name
+    shutil.copytree(FORMATS / "harbor" / "fix-greeting", target)
+    (target / "tests" / "test.sh").write_text("#!/bin/bash\n" + test_sh)
+    return load_task(target)
+
+
+async def test_hostile_reward_files_are_refused(platform: Platform, tmp_path: Path) -> None:
+    variants = {
+        "link": "echo 1 > /tmp/one && ln -s /tmp/one /logs/verifier/reward.txt\n",
+        "fifo": "mkfifo /logs/verifier/reward.txt\n",
+        "dir-link": "rm -rf /logs/verifier && ln -s /tmp /logs/verifier && "
+        "echo 1 > /tmp/reward.txt\n",
+        "huge": "python3 -c \"print('1' + ' ' * 100000)\" > /logs/verifier/reward.txt\n",
+        "none": "true\n",
+        "partial": "echo '{\"reward\": 0.5}' > /logs/verifier/reward.json\n",
+        "nan": "echo nan > /logs/verifier/reward.txt\n",
+        "bool": "echo '{\"reward\": true}' > /logs/verifier/reward.json\n",
+        "exit-status-ignored": "echo 1 > /logs/verifier/reward.txt; exit 3\n",
+    }
+    tasks = [_variant(tmp_path, name, script) for name, script in variants.items()]
+    records = by_task(await run(platform, tasks, OracleAgent(), tmp_path / "hostile"))
+    reasons = {name: str(records[name]["tests"]["reason"]) for name in variants}
+    assert records["exit-status-ignored"]["outcome"] == "passed", records["exit-status-ignored"]
+    assert records["exit-status-ignored"]["tests"]["exit_code"] == 3
+    for name in set(variants) - {"exit-status-ignored"}:
+        assert records[name]["outcome"] == "failed", (name, records[name]["tests"])
+    assert "symlink" in reasons["link"]
+    assert "not a regular file" in reasons["fifo"]
+    assert "symlink" in reasons["dir-link"]
+    assert "bytes" in reasons["huge"]
+    assert "wrote no" in reasons["none"]
+    assert records["partial"]["tests"]["reward"] == 0.5
+    assert "below 1" in reasons["partial"]
+    assert "not one finite number" in reasons["nan"]
+    assert "not a finite number" in reasons["bool"]
+
+
+async def test_a_task_whose_environment_needs_building_is_refused_before_any_trial(
+    platform: Platform, tmp_path: Path
+) -> None:
+    target = tmp_path / "needs-build"
+    shutil.copytree(FORMATS / "harbor" / "fix-greeting", target)
+    dockerfile = target / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN pip install requests\n")
+    task = load_task(target)
+    assert task.environment is not None and task.environment.dockerfile == dockerfile
+    with pytest.raises(InvalidRequestError, match="Dockerfile"):
+        await run(platform, [task], OracleAgent(), tmp_path / "refused")
+    assert not (tmp_path / "refused" / "results.jsonl").exists()
+
+
+# harbor needs Python >= 3.12: it lives in a venv of its own (SANDBOX_HARBOR_BIN names its CLI).
+HARBOR_BIN = Path(os.environ.get("SANDBOX_HARBOR_BIN", "/work/main/.venv-harbor/bin/harbor"))
+ROUND_TRIP = ["cli-wordfreq", "data-revenue-by-country", "fix-js-slugify", "c-fix-makefile"]
+
+
+def test_the_exported_suite_passes_harbor_lint(tmp_path: Path) -> None:
+    if not HARBOR_BIN.exists():
+        pytest.skip(f"the harbor venv ({HARBOR_BIN}) is not installed")
+    out = tmp_path / "harbor"
+    done = subprocess.run(
+        [str(SANDBOX_BIN), "tasks", "export", str(out), "--format", "harbor"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    exported = sorted(p.name for p in out.iterdir())
+    assert exported == sorted(t.id for t in own_load_tasks(SUITE))
+    lint = subprocess.run(
+        [str(HARBOR_BIN), "lint", "--json", *(str(out / name) for name in exported)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert json.loads(lint.stdout) == []
+
+
+async def test_exported_tasks_read_back_give_the_same_verdicts(
+    platform: Platform, tmp_path: Path
+) -> None:
+    originals = [own_load_task(SUITE / name) for name in ROUND_TRIP]
+    export_harbor(originals, tmp_path / "harbor")
+    imported = load_tasks(tmp_path / "harbor")
+    assert [t.format for t in imported] == ["harbor"] * len(ROUND_TRIP)
+    assert all(t.needs_own_environment is None for t in imported)
+    verdicts: dict[str, dict[str, str]] = {}
+    for label, tasks in (("ours", originals), ("harbor", imported)):
+        for agent in (OracleAgent(), NullAgent()):
+            summary = await run(platform, tasks, agent, tmp_path / f"{label}-{agent.name}")
+            for record in summary.records:
+                verdicts.setdefault(f"{record['task']}/{agent.name}", {})[label] = record["outcome"]
+    for key, outcome in verdicts.items():
+        expected = "passed" if key.endswith("/oracle") else "failed"
+        assert outcome == {"ours": expected, "harbor": expected}, key
+
+
+async def test_quality_check_reads_both_formats_and_reports_the_verifier(
+    platform: Platform, tmp_path: Path
+) -> None:
+    needs_build = tmp_path / "needs-build"
+    shutil.copytree(FORMATS / "harbor" / "fix-greeting", needs_build)
+    with (needs_build / "environment" / "Dockerfile").open("a") as dockerfile:
+        dockerfile.write("RUN pip install requests\n")
+    reads_tmp = tmp_path / "reads-tmp"
+    shutil.copytree(FORMATS / "harbor" / "count-words", reads_tmp)
+    (reads_tmp / "tests" / "test.sh").write_text(
+        "#!/bin/bash\n[ -f /tmp/skip ] && echo 1 > /logs/verifier/reward.txt && exit 0\n"
+        + (FORMATS / "harbor" / "count-words" / "tests" / "test.sh").read_text()
+    )
+    report = await run_check(
+        [FORMATS / "harbor", FORMATS / "terminal-bench", needs_build, reads_tmp],
+        CheckSettings(concurrency=4, runs=1),
+        platform=platform,
+        progress=QualityProgress(enabled=False),
+    )
+    items = {item.key: item for item in report.items}
+    # (count-words and reads-tmp are near-duplicates of each other: a warning, no failure)
+    assert not items["count-words"].failing, items["count-words"].findings
+    assert items["tb-sum-numbers"].status == "ok", items["tb-sum-numbers"].findings
+    # test_outputs.py runs the agent's greet.py as the judge uid: it writes the reward itself.
+    greeting = items["fix-greeting"]
+    assert greeting.status == "loophole"
+    assert {f.probe for f in greeting.findings if f.severity == "loophole"} == {"forged-report"}
+    assert items["needs-build"].status == "broken"
+    assert "RUN" in items["needs-build"].findings[0].message
+    warned = [f for f in items["reads-tmp"].findings if f.check == "verifier"]
+    assert warned and "/tmp" in warned[0].message, items["reads-tmp"].findings
+
+
+def test_sandbox_eval_run_takes_both_formats(tmp_path: Path) -> None:
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for source in (
+        FORMATS / "harbor" / "count-words",
+        FORMATS / "terminal-bench" / "tb-sum-numbers",
+    ):
+        shutil.copytree(source, mixed / source.name)
+    shutil.copytree(REPO / "tests" / "data" / "tasks" / "fix-add", mixed / "fix-add")
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [
+            str(SANDBOX_BIN),
+            "eval",
+            "run",
+            str(mixed),
+            "--agent",
+            "oracle",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["task"]: r["outcome"] for r in records} == dict.fromkeys(
+        ["count-words", "tb-sum-numbers", "fix-add"], "passed"
+    )
+    meta = json.loads((out / "run.json").read_text())
+    assert {t: m["format"] for t, m in meta["tasks"].items()} == {
+        "count-words": "harbor",
+        "tb-sum-numbers": "terminal-bench",
+        "fix-add": "sandbox",
+    }
