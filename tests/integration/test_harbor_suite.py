@@ -191,10 +191,18 @@ class Sandbox:
         assert self.container.put_archive(target, tar_of(directory, uid))
 
     def download(self, path: str, into: Path) -> None:
-        """Copy ``path`` out into ``into`` through tarfile's ``data`` filter (as Harbor does)."""
+        """Copy ``path`` out into ``into`` through tarfile's ``data`` filter.
+
+        As Harbor's artifact handler does, members the filter refuses (absolute
+        links, links leaving the tree, special files) are skipped.
+        """
         stream, _ = self.container.get_archive(path)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-            tar.extractall(into, filter="data")
+            for member in tar.getmembers():
+                try:
+                    tar.extract(member, into, filter="data")
+                except tarfile.FilterError:
+                    continue
 
     def close(self) -> None:
         self.container.remove(force=True)
