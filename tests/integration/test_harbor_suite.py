@@ -120,7 +120,7 @@ def build_environment(client: docker.DockerClient, task: HarborTask, images: dic
         try:
             client.images.get(tag)
         except docker.errors.ImageNotFound:
-            client.images.build(path=str(context), tag=tag, rm=True, network_mode="none")
+            client.images.build(path=str(context), tag=tag, rm=True, timeout=BUILD_TIMEOUT_S)
     _built[task.name] = tag
     return tag
 
