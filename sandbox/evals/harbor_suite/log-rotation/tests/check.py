@@ -1,5 +1,6 @@
 """check.py ROTATE: rotates a live service.py log with ROTATE and checks the lines."""
 
+import itertools
 import re
 import signal
 import subprocess
@@ -30,9 +31,14 @@ def trial(keep: int, rotations: int) -> None:
             time.sleep(0.02)
         for n in range(rotations):
             time.sleep(0.15)
-            done = subprocess.run([rotate, str(log), str(keep), str(pidfile)], capture_output=True, timeout=30)
+            done = subprocess.run(
+                [rotate, str(log), str(keep), str(pidfile)], capture_output=True, timeout=30
+            )
             if done.returncode != 0:
-                fail(f"rotation {n + 1} (KEEP={keep}) exited {done.returncode}: {done.stderr[-300:]!r}")
+                fail(
+                    f"rotation {n + 1} (KEEP={keep}) exited {done.returncode}: "
+                    f"{done.stderr[-300:]!r}"
+                )
         time.sleep(0.3)
     finally:
         service.send_signal(signal.SIGTERM)
@@ -40,7 +46,10 @@ def trial(keep: int, rotations: int) -> None:
     names = sorted(p.name for p in logs.iterdir() if p.name != "service.pid")
     want = ["service.log"] + [f"service.log.{i}" for i in range(1, min(keep, rotations) + 1)]
     if names != sorted(want):
-        fail(f"KEEP={keep}, {rotations} rotations: the log directory holds {names}, expected {sorted(want)}")
+        fail(
+            f"KEEP={keep}, {rotations} rotations: the log directory holds {names}, "
+            f"expected {sorted(want)}"
+        )
     order = [f"service.log.{i}" for i in range(min(keep, rotations), 0, -1)] + ["service.log"]
     numbers = []
     for name in order:
@@ -53,7 +62,7 @@ def trial(keep: int, rotations: int) -> None:
                 fail(f"{name} holds {line!r}")
             numbers.append(int(m.group(1)))
     if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
-        gaps = [(a, b) for a, b in zip(numbers, numbers[1:]) if b != a + 1][:3]
+        gaps = [(a, b) for a, b in itertools.pairwise(numbers) if b != a + 1][:3]
         fail(f"KEEP={keep}, {rotations} rotations: lines are not consecutive, e.g. {gaps}")
     if rotations <= keep and numbers[0] != 1:
         fail(f"KEEP={keep}, {rotations} rotations: the first lines were lost")

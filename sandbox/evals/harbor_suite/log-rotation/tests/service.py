@@ -29,13 +29,13 @@ signal.signal(signal.SIGHUP, on_hup)
 signal.signal(signal.SIGTERM, on_term)
 with open(pid_path, "w") as f:
     f.write(f"{os.getpid()}\n")
-log = open(log_path, "a", buffering=1)
+log = open(log_path, "a", buffering=1)  # noqa: SIM115 (reopened on SIGHUP)
 n = 0
 while running:
     if reopen:
         reopen = False
         log.close()
-        log = open(log_path, "a", buffering=1)
+        log = open(log_path, "a", buffering=1)  # noqa: SIM115
     n += 1
     log.write(f"line {n}\n")
     time.sleep(0.01)

@@ -1,6 +1,5 @@
 """check.py COLLECT: runs COLLECT on hostile trees and checks what it moved."""
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -54,7 +53,12 @@ cwd.mkdir()
 run(cwd, str(src), str(dest), "jpg", "jpeg")
 
 left = files(src)
-if left != {"notes.txt": b"keep", "trip/a b.jpg.txt": b"keep2", "trip/jpg": b"keep3", "deep/x/y/z/-n": b"keep4"}:
+if left != {
+    "notes.txt": b"keep",
+    "trip/a b.jpg.txt": b"keep2",
+    "trip/jpg": b"keep3",
+    "deep/x/y/z/-n": b"keep4",
+}:
     fail(f"SRC still holds {sorted(left)}")
 if files(cwd) != {"decoy.jpg": b"decoy", "z.jpeg": b"decoy"}:
     fail("collect touched its working directory")
@@ -67,18 +71,24 @@ if clash != {"a b.jpg", "a b-1.jpg", "a b.JPG"}:
 if {moved["a b.jpg"], moved["a b-1.jpg"]} != {b"1", b"2"} or moved["a b.JPG"] != b"3":
     fail("the 'a b' files lost or mixed contents")
 rest = {n: moved[n] for n in names - clash}
-want = {"-rf.jpg": b"4", "*.jpg": b"5", "?.jpeg": b"6", "new\nline.jpg": b"7",
-        "caf\u00e9 [1].Jpeg": b"8", "  lead and trail  .jpg": b"9"}
+want = {
+    "-rf.jpg": b"4",
+    "*.jpg": b"5",
+    "?.jpeg": b"6",
+    "new\nline.jpg": b"7",
+    "caf\u00e9 [1].Jpeg": b"8",
+    "  lead and trail  .jpg": b"9",
+}
 if rest != want:
     fail(f"DEST holds {sorted(rest)}, expected {sorted(want)}")
 for name, data in moved.items():
     if "\n" in name:
         continue
-    line = next((l for l in manifest.splitlines() if l.endswith(f" -> {dest}/{name}")), None)
+    line = next((x for x in manifest.splitlines() if x.endswith(f" -> {dest}/{name}")), None)
     if line is None:
         fail(f"no MANIFEST line for {name!r}")
     old = line[: -len(f" -> {dest}/{name}")]
-    if not old.startswith(f"{src}/") or layout.get(old[len(str(src)) + 1:]) != data:
+    if not old.startswith(f"{src}/") or layout.get(old[len(str(src)) + 1 :]) != data:
         fail(f"MANIFEST line {line!r} does not name the file's old path")
 
 # A second run into the same DEST: every name clashes now.

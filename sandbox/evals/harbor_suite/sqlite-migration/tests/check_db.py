@@ -21,13 +21,22 @@ if conn.execute("PRAGMA user_version").fetchone()[0] != 10:
     fail(f"user_version is {conn.execute('PRAGMA user_version').fetchone()[0]}, not 10")
 want = {
     "users": [("id", "INTEGER", 0, 1), ("name", "TEXT", 1, 0), ("email", "TEXT", 1, 0)],
-    "orders": [("id", "INTEGER", 0, 1), ("user_id", "INTEGER", 1, 0),
-               ("amount_cents", "INTEGER", 1, 0), ("currency", "TEXT", 1, 0)],
+    "orders": [
+        ("id", "INTEGER", 0, 1),
+        ("user_id", "INTEGER", 1, 0),
+        ("amount_cents", "INTEGER", 1, 0),
+        ("currency", "TEXT", 1, 0),
+    ],
     "audit": [("id", "INTEGER", 0, 1), ("at", "TEXT", 1, 0), ("what", "TEXT", 1, 0)],
 }
 objects = dict(conn.execute("SELECT name, type FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"))
-if objects != {"users": "table", "orders": "table", "audit": "table",
-               "users_email": "index", "user_totals": "view"}:
+if objects != {
+    "users": "table",
+    "orders": "table",
+    "audit": "table",
+    "users_email": "index",
+    "user_totals": "view",
+}:
     fail(f"holds {objects}")
 for table, cols in want.items():
     if columns(table) != cols:
@@ -51,11 +60,25 @@ if with_data:
     users = conn.execute("SELECT id, name, email FROM users ORDER BY id").fetchall()
     if users != [(1, "Ada", ""), (2, "Grace", ""), (3, "Linus", ""), (4, "Barbara", "")]:
         fail(f"users are {users}")
-    orders = conn.execute("SELECT id, user_id, amount_cents, currency FROM orders ORDER BY id").fetchall()
-    if orders != [(1, 1, 1250, "EUR"), (2, 1, 990, "EUR"), (3, 2, 15000, "EUR"),
-                  (4, 3, 42, "EUR"), (5, 4, 700, "EUR"), (6, 2, 1, "EUR")]:
+    orders = conn.execute(
+        "SELECT id, user_id, amount_cents, currency FROM orders ORDER BY id"
+    ).fetchall()
+    if orders != [
+        (1, 1, 1250, "EUR"),
+        (2, 1, 990, "EUR"),
+        (3, 2, 15000, "EUR"),
+        (4, 3, 42, "EUR"),
+        (5, 4, 700, "EUR"),
+        (6, 2, 1, "EUR"),
+    ]:
         fail(f"orders are {orders}")
-    totals = conn.execute("SELECT id, name, currency, total_cents FROM user_totals ORDER BY id").fetchall()
-    if totals != [(1, "Ada", "EUR", 2240), (2, "Grace", "EUR", 15001), (3, "Linus", "EUR", 42),
-                  (4, "Barbara", "EUR", 700)]:
+    totals = conn.execute(
+        "SELECT id, name, currency, total_cents FROM user_totals ORDER BY id"
+    ).fetchall()
+    if totals != [
+        (1, "Ada", "EUR", 2240),
+        (2, "Grace", "EUR", 15001),
+        (3, "Linus", "EUR", 42),
+        (4, "Barbara", "EUR", 700),
+    ]:
         fail(f"user_totals is {totals}")

@@ -10,7 +10,7 @@ with open(out, "w", encoding="utf-8") as f:
     f.write("ts,user,region,bytes\n")
     ts = 1_700_000_000
     chunk = []
-    for i in range(rows):
+    for _ in range(rows):
         ts += rng.randint(0, 3)
         user = f"user{int(rng.paretovariate(1.2)) % 20000:05d}"
         chunk.append(f"{ts},{user},{rng.choice(regions)},{rng.randint(40, 900_000)}\n")

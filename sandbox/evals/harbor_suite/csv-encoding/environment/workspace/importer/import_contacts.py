@@ -24,7 +24,11 @@ def main() -> None:
         for row in read_rows(path):
             email = row["email"].strip().lower()
             if email and email not in contacts:
-                contacts[email] = {"name": row["name"].strip(), "email": email, "city": row["city"].strip()}
+                contacts[email] = {
+                    "name": row["name"].strip(),
+                    "email": email,
+                    "city": row["city"].strip(),
+                }
     with open(out, "w", encoding="utf-8", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["name", "email", "city"])
         writer.writeheader()

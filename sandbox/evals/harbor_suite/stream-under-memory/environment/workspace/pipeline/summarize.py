@@ -15,7 +15,7 @@ def main() -> None:
     with open(src, encoding="utf-8") as f:
         lines = f.read().splitlines()
     header, rows = lines[0].split(","), [line.split(",") for line in lines[1:]]
-    records = [dict(zip(header, row)) for row in rows]
+    records = [dict(zip(header, row, strict=False)) for row in rows]
 
     summary = {}
     for region in sorted({r["region"] for r in records}):

@@ -10,7 +10,10 @@ def format_table(rows, *, alignment=None, separator=" | "):
     alignment = alignment or ["left"] * len(widths)
     out = []
     for row in cells:
-        out.append(separator.join(
-            c.rjust(w) if a == "right" else c.ljust(w) for c, w, a in zip(row, widths, alignment)
-        ))
+        out.append(
+            separator.join(
+                c.rjust(w) if a == "right" else c.ljust(w)
+                for c, w, a in zip(row, widths, alignment, strict=True)
+            )
+        )
     return "\n".join(out)
