@@ -205,6 +205,14 @@ class Sandbox:
                 except tarfile.FilterError:
                     continue
 
+    def read(self, path: str) -> str:
+        """The text of the file ``path`` (through the archive API, not an exec)."""
+        stream, _ = self.container.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.extractfile(tar.getmembers()[0])
+            assert member is not None, path
+            return member.read().decode()
+
     def close(self) -> None:
         self.container.remove(force=True)
         for volume in self.volumes.values():
@@ -224,7 +232,8 @@ def trial(client: docker.DockerClient, image: str, task: HarborTask, solve: Path
     """Run ``solve`` (or nothing) as the agent, then the verifier; the reward text.
 
     ``solve`` is the task's ``solution/solve.sh`` (its folder goes to ``/solution``)
-    or a single wrong or partial script.
+    or a wrong or partial script, run as ``/solution/solve.sh`` beside the task's
+    reference, renamed ``/solution/reference.sh`` (a partial may derive from it).
     """
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -233,10 +242,9 @@ def trial(client: docker.DockerClient, image: str, task: HarborTask, solve: Path
         ) as agent:
             if solve is not None:
                 solution = work / "solution"
-                if solve.name == "solve.sh":
-                    shutil.copytree(solve.parent, solution)
-                else:
-                    solution.mkdir()
+                shutil.copytree(task.root / "solution", solution)
+                if solve.name != "solve.sh":
+                    shutil.move(solution / "solve.sh", solution / "reference.sh")
                     shutil.copy(solve, solution / "solve.sh")
                 agent.upload(solution, "/solution", 10001)
                 code, out = agent.run("bash /solution/solve.sh", task.timeout("agent"))
@@ -255,8 +263,10 @@ def trial(client: docker.DockerClient, image: str, task: HarborTask, solve: Path
             verifier.upload(work / "artifact" / "workspace", "/workspace", 10001)
             verifier.upload(task.root / "tests", "/tests", 0)
             code, out = verifier.run("bash /tests/test.sh", task.timeout("verifier"))
-            status, reward = verifier.run("cat /logs/verifier/reward.txt", 30)
-            assert status == 0, f"{task.name}: no reward file; test.sh exited {code}:\n{out}"
+            try:
+                reward = verifier.read("/logs/verifier/reward.txt")
+            except docker.errors.NotFound:
+                pytest.fail(f"{task.name}: no reward file; test.sh exited {code}:\n{out}")
             return reward.strip() + "\n--- test.sh output ---\n" + out
 
 
@@ -305,8 +315,16 @@ def test_reference_passes_and_nothing_or_partial_fails(
     task = load(name)
     image = build_environment(docker_api, task, local_images)
     solutions = (task.root / "solution" / "solve.sh", None, PARTIAL / f"{name}.sh")
+
+    def run(solve: Path | None) -> str:
+        client = docker.from_env(timeout=BUILD_TIMEOUT_S)  # one client per thread
+        try:
+            return trial(client, image, task, solve)
+        finally:
+            client.close()
+
     with ThreadPoolExecutor(len(solutions)) as pool:
-        oracle, nop, partial = pool.map(lambda s: trial(docker_api, image, task, s), solutions)
+        oracle, nop, partial = pool.map(run, solutions)
     assert oracle.startswith("1\n"), oracle
     assert nop.startswith("0\n"), nop
     assert partial.startswith("0\n"), partial

@@ -6,12 +6,13 @@ set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 chown -R 10001:10001 /workspace
+chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
 as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 cd /workspace/calc || fail "/workspace/calc is missing"
 # Only the Makefile is the agent's: the sources and generator are the task's
-# (the generator copy also logs when each run starts and ends).
+# (the verifier's generator wraps the task's, logging when each run starts and ends).
 install -o 10001 -g 10001 -m 0755 /tests/gen-table.sh tools/gen-table.sh
 log=$(mktemp -d)/gen.log
 chown -R 10001:10001 "$(dirname "$log")"

@@ -6,13 +6,14 @@ set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 chown -R 10001:10001 /workspace
+chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
 as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 cron=/workspace/cron
 [ -d "$cron/daily" ] || fail "$cron/daily is missing"
 # run-daily is the scheduler's; the state is a fresh one the agent never saw.
-install -o 10001 -g 10001 -m 0755 /tests/run-daily "$cron/run-daily"
+install -o 10001 -g 10001 -m 0755 /opt/cron/run-daily "$cron/run-daily"
 rm -rf "$cron/state"
 mkdir -p "$cron/state/data/sub" "$cron/state/cache"
 printf 'one\n' > "$cron/state/data/one.txt"

@@ -1,4 +1,4 @@
-"""check.py IMPORTER: runs IMPORTER on inboxes the task never showed."""
+"""check.py IMPORTER: runs IMPORTER (as uid 10001) on an inbox the task never showed."""
 
 import csv
 import io
@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 importer = sys.argv[1]
+AGENT = ["setpriv", "--reuid=10001", "--regid=10001", "--clear-groups", "--reset-env"]
 
 
 def fail(msg: str) -> None:
@@ -68,8 +69,9 @@ inbox.mkdir()
 for name, data in files.items():
     (inbox / name).write_bytes(data)
 out = base / "contacts.csv"
+subprocess.run(["chown", "-R", "10001:10001", str(base)], check=True)
 done = subprocess.run(
-    [sys.executable, importer, str(inbox), str(out)], cwd=base, capture_output=True, timeout=60
+    [*AGENT, "python3", importer, str(inbox), str(out)], cwd=base, capture_output=True, timeout=60
 )
 if done.returncode != 0:
     fail(f"the importer exited {done.returncode}: {done.stderr[-400:]!r}")

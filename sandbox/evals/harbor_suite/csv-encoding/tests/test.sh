@@ -6,12 +6,13 @@ set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 chown -R 10001:10001 /workspace
+chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
 as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 importer=/workspace/importer/import_contacts.py
 [ -f "$importer" ] || fail "$importer is missing"
-cd /tmp && as_agent env TMPDIR=/tmp python3 /tests/check.py "$importer" || exit 0
+cd /tmp && python3 /tests/check.py "$importer" || exit 0
 
 echo PASS
 echo 1 > /logs/verifier/reward.txt

@@ -1,4 +1,7 @@
-"""check.py ROTATE: rotates a live service.py log with ROTATE and checks the lines."""
+"""check.py ROTATE: rotates a live service.py log with ROTATE (both as uid 10001).
+
+Checks the lines the rotated files hold.
+"""
 
 import itertools
 import re
@@ -10,6 +13,7 @@ import time
 from pathlib import Path
 
 rotate = sys.argv[1]
+AGENT = ["setpriv", "--reuid=10001", "--regid=10001", "--clear-groups", "--reset-env"]
 
 
 def fail(msg: str) -> None:
@@ -22,7 +26,10 @@ def trial(keep: int, rotations: int) -> None:
     logs = base / "var log" / "my service"
     logs.mkdir(parents=True)
     log, pidfile = logs / "service.log", logs / "service.pid"
-    service = subprocess.Popen([sys.executable, "/tests/service.py", str(log), str(pidfile)])
+    subprocess.run(["chown", "-R", "10001:10001", str(base)], check=True)
+    service = subprocess.Popen(
+        [*AGENT, "python3", "/opt/logrot/service.py", str(log), str(pidfile)]
+    )
     try:
         deadline = time.monotonic() + 10
         while not (log.exists() and pidfile.exists() and log.stat().st_size):
@@ -32,7 +39,7 @@ def trial(keep: int, rotations: int) -> None:
         for n in range(rotations):
             time.sleep(0.15)
             done = subprocess.run(
-                [rotate, str(log), str(keep), str(pidfile)], capture_output=True, timeout=30
+                [*AGENT, rotate, str(log), str(keep), str(pidfile)], capture_output=True, timeout=30
             )
             if done.returncode != 0:
                 fail(

@@ -4,29 +4,11 @@
 # Makefile includes them, and meter depends on its objects (not order-only).
 set -euo pipefail
 cd /workspace/meter
-cat > Makefile <<'MAKEFILE'
-# meter: converts raw sensor counts to readings.
-CC ?= cc
-CFLAGS ?= -O2 -Wall -Werror
-CPPFLAGS += -Iinclude
-DEPFLAGS = -MMD -MP
-OBJS := build/main.o build/units.o
-
-all: meter
-
-meter: $(OBJS)
-	$(CC) $(CFLAGS) -o $@ $(OBJS)
-
-build/%.o: src/%.c
-	@mkdir -p build
-	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) -c -o $@ $<
-
-clean:
-	rm -rf build meter
-
-.PHONY: all clean
-
--include $(OBJS:.o=.d)
-MAKEFILE
+sed -i \
+    -e 's/^meter: | \$(OBJS)$/meter: $(OBJS)/' \
+    -e 's/^\t\$(CC) \$(CPPFLAGS) \$(CFLAGS) -c -o \$@ \$<$/\t$(CC) $(CPPFLAGS) -MMD -MP $(CFLAGS) -c -o $@ $</' \
+    Makefile
+printf '\n-include $(OBJS:.o=.d)\n' >> Makefile
+grep -q -- '-MMD -MP' Makefile && grep -q '^meter: \$(OBJS)$' Makefile
 make clean >/dev/null
 make

@@ -6,13 +6,14 @@ set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 chown -R 10001:10001 /workspace
+chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
 as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 cd /workspace/meter || fail "/workspace/meter is missing"
 # The sources are the task's; only the Makefile is the agent's.
 rm -rf src include
-cp -r /tests/src /tests/include .
+cp -r /opt/meter/src /opt/meter/include .
 chown -R 10001:10001 .
 build() { out=$(as_agent timeout 120 make 2>&1) || fail "make failed ($1): $out"; }
 compiled() { echo "$out" | grep -Eo -- '-o [^ ]+' | awk '{print $2}' | sort | tr '\n' ' '; }
@@ -47,7 +48,7 @@ build "after editing fmt.h"
 [ "$(reading)" = "25.0 kPa" ] || fail "after editing fmt.h meter prints $(reading)"
 
 # ...and one deleted (with its #include) does not break the build.
-cp /tests/src/main.c src/main.c
+cp /opt/meter/src/main.c src/main.c
 chown 10001:10001 src/main.c
 rm include/fmt.h
 build "after deleting fmt.h"

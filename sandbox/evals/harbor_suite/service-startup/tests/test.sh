@@ -6,15 +6,16 @@ set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 chown -R 10001:10001 /workspace
+chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
 as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
 fail() { echo "FAIL: $*"; [ -f "$svc/server.err" ] && tail -5 "$svc/server.err"; exit 0; }
 
 svc=/workspace/notes-svc
 [ -f "$svc/service.ini" ] || fail "$svc/service.ini is missing"
 # server.py, start.sh and the notes are the task's, not the agent's.
-install -o 10001 -g 10001 -m 0644 /tests/server.py "$svc/server.py"
-install -o 10001 -g 10001 -m 0755 /tests/start.sh "$svc/start.sh"
-install -o 10001 -g 10001 -m 0644 /tests/notes.json "$svc/data/notes.json"
+install -o 10001 -g 10001 -m 0644 /opt/notes-svc/server.py "$svc/server.py"
+install -o 10001 -g 10001 -m 0755 /opt/notes-svc/start.sh "$svc/start.sh"
+install -o 10001 -g 10001 -m 0644 -D /opt/notes-svc/notes.json "$svc/data/notes.json"
 
 cd /tmp
 out=$(as_agent timeout 30 "$svc/start.sh" 2>&1) || fail "start.sh failed: $out"

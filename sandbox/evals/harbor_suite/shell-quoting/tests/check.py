@@ -1,4 +1,4 @@
-"""check.py COLLECT: runs COLLECT on hostile trees and checks what it moved."""
+"""check.py COLLECT: runs COLLECT (as uid 10001) on hostile trees and checks what it moved."""
 
 import subprocess
 import sys
@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 collect = sys.argv[1]
+AGENT = ["setpriv", "--reuid=10001", "--regid=10001", "--clear-groups", "--reset-env"]
 
 
 def fail(msg: str) -> None:
@@ -14,7 +15,8 @@ def fail(msg: str) -> None:
 
 
 def run(cwd: Path, *args: str) -> None:
-    done = subprocess.run([collect, *args], cwd=cwd, capture_output=True, timeout=60)
+    subprocess.run(["chown", "-R", "10001:10001", str(base)], check=True)
+    done = subprocess.run([*AGENT, collect, *args], cwd=cwd, capture_output=True, timeout=60)
     if done.returncode != 0:
         fail(f"collect {args} exited {done.returncode}: {done.stderr[-300:]!r}")
 

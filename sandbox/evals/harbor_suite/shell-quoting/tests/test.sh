@@ -6,13 +6,14 @@ set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 chown -R 10001:10001 /workspace
+chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
 as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 tool=/workspace/tools/collect
 [ -x "$tool" ] || fail "$tool is not executable"
 head -1 "$tool" | grep -Eq '^#! ?(/usr)?/bin/(env )?bash' || fail "collect is no longer a bash script"
-cd /tmp && as_agent env TMPDIR=/tmp python3 /tests/check.py "$tool" || exit 0
+cd /tmp && python3 /tests/check.py "$tool" || exit 0
 
 echo PASS
 echo 1 > /logs/verifier/reward.txt

@@ -7,6 +7,7 @@ set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 chown -R 10001:10001 /workspace
+chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
 as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
