@@ -33,12 +33,12 @@ for jobs in 1 2 4 8 4 4 16; do
 $out"
     check_binary "after make -j$jobs"
     [ "$(grep -c '^start' "$log")" = 2 ] || fail "make -j$jobs did not run the table generator once per table"
-    if [ "$jobs" -ge 2 ]; then
-        # Parallel: the second generator starts before the first one ends.
+    if [ "$jobs" -ge 4 ]; then
+        # With 4 job slots or more, the second generator starts before the first one ends.
         first_end=$(awk '$1 == "end" { print $3; exit }' "$log")
         last_start=$(awk '$1 == "start" { t = $3 } END { print t }' "$log")
         awk -v s="$last_start" -v e="$first_end" 'BEGIN { exit !(s < e) }' \
-            || fail "under make -j$jobs the two table generators did not run in parallel"
+            || fail "under make -j$jobs the two table generators did not run at the same time"
     fi
 done
 
