@@ -55,7 +55,7 @@ def _modules() -> list[tuple[str, Path]]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
-        if "suite" in rel.parts:  # shipped evaluation tasks are data
+        if {"suite", "harbor_suite"} & set(rel.parts):  # shipped evaluation tasks are data
             continue
         found.append((".".join(p for p in rel.parts if p != "__init__"), path))
     return found

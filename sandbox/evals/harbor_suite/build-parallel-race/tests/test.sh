@@ -1,0 +1,52 @@
+#!/bin/bash
+# Harbor verifier for build-parallel-race. Runs as root in a fresh copy of the
+# task's environment holding the agent's /workspace; the agent's build runs as
+# the agent's uid (10001), never as root. Reward 1 only if every check passes.
+set -u
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+chown -R 10001:10001 /workspace
+chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
+as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+fail() { echo "FAIL: $*"; exit 0; }
+
+cd /workspace/calc || fail "/workspace/calc is missing"
+# Only the Makefile is the agent's: the sources and generator are the task's
+# (the verifier's generator wraps the task's, logging when each run starts and ends).
+install -o 10001 -g 10001 -m 0755 /tests/gen-table.sh tools/gen-table.sh
+log=$(mktemp -d)/gen.log
+chown -R 10001:10001 "$(dirname "$log")"
+reset_log() { : > "$log"; chown 10001:10001 "$log"; }
+
+check_binary() {
+    [ "$(as_agent build/calc 2 3 + 4 '*')" = 20 ] || fail "build/calc 2 3 + 4 '*' does not print 20 ($1)"
+    out=$(as_agent build/calc 1 0 / 2>&1) && fail "calc 1 0 / succeeded ($1)"
+    [ "$out" = "calc: /: division by zero" ] || fail "calc 1 0 / printed '$out' ($1)"
+    out=$(as_agent build/calc 1 x 2>&1)
+    [ "$out" = "calc: x: unknown token" ] || fail "calc 1 x printed '$out' ($1)"
+}
+
+for jobs in 1 2 4 8 4 4 16; do
+    as_agent make clean >/dev/null 2>&1
+    reset_log
+    out=$(as_agent env GEN_LOG="$log" timeout 120 make -j"$jobs" 2>&1) || fail "make -j$jobs failed:
+$out"
+    check_binary "after make -j$jobs"
+    [ "$(grep -c '^start' "$log")" = 2 ] || fail "make -j$jobs did not run the table generator once per table"
+    if [ "$jobs" -ge 4 ]; then
+        # With 4 job slots or more, the second generator starts before the first one ends.
+        first_end=$(awk '$1 == "end" { print $3; exit }' "$log")
+        last_start=$(awk '$1 == "start" { t = $3 } END { print t }' "$log")
+        awk -v s="$last_start" -v e="$first_end" 'BEGIN { exit !(s < e) }' \
+            || fail "under make -j$jobs the two table generators did not run at the same time"
+    fi
+done
+
+reset_log
+out=$(as_agent env GEN_LOG="$log" make -j4 2>&1) || fail "a second make failed: $out"
+[ ! -s "$log" ] || fail "a second make re-ran the generator"
+if echo "$out" | grep -Eq '(^| )(cc|gcc) '; then fail "a second make recompiled: $out"; fi
+check_binary "after a second make"
+
+echo PASS
+echo 1 > /logs/verifier/reward.txt

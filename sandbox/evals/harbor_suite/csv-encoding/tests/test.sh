@@ -1,0 +1,18 @@
+#!/bin/bash
+# Harbor verifier for csv-encoding. Runs as root in a fresh copy of the task's
+# environment holding the agent's /workspace; the importer runs as the agent's
+# uid (10001), never as root. Reward 1 only if every check passes.
+set -u
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+chown -R 10001:10001 /workspace
+chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
+as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+fail() { echo "FAIL: $*"; exit 0; }
+
+importer=/workspace/importer/import_contacts.py
+[ -f "$importer" ] || fail "$importer is missing"
+cd /tmp && python3 /tests/check.py "$importer" || exit 0
+
+echo PASS
+echo 1 > /logs/verifier/reward.txt

@@ -1,0 +1,1 @@
+"""stockreport: a warehouse stock report from a CSV of item,amount,unit."""

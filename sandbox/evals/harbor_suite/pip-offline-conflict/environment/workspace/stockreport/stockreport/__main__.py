@@ -1,0 +1,3 @@
+from stockreport.cli import main
+
+main()
