@@ -52,6 +52,8 @@ TESTS_DIR: Final = "tests"
 SOLUTION_DIR: Final = "solution"
 SOLVE_SCRIPT: Final = "solve.sh"
 ENVIRONMENT_DIR: Final = "environment"
+#: Folders of ``sandbox/evals`` holding shipped tasks: data, not library code.
+SHIPPED_TASK_DIRS: Final = frozenset({"suite", "harbor_suite"})
 """A task's own build context (``environment: {dockerfile: environment/Dockerfile}``)."""
 OPTIONAL_ENTRIES: Final = frozenset({"README.md", ENVIRONMENT_DIR})
 """Other entries a task directory may hold (ignored by the evaluator)."""

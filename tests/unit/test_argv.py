@@ -17,6 +17,7 @@ import pytest
 import sandbox
 from sandbox.core.argv import path_arg, shell_command
 from sandbox.errors import InvalidRequestError
+from sandbox.evals.tasks import SHIPPED_TASK_DIRS
 
 PACKAGE = Path(sandbox.__file__).resolve().parent
 # The layers that build commands from what clients, tasks and agents send.
@@ -58,7 +59,7 @@ def _sources() -> list[Path]:
         path
         for layer in CLIENT_LAYERS
         for path in sorted((PACKAGE / layer).rglob("*.py"))
-        if "suite" not in path.parts
+        if not SHIPPED_TASK_DIRS & set(path.parts)
     ]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import sandbox
+from sandbox.evals.tasks import SHIPPED_TASK_DIRS
 
 PACKAGE = Path(sandbox.__file__).resolve().parent
 
@@ -55,7 +56,7 @@ def _modules() -> list[tuple[str, Path]]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
-        if {"suite", "harbor_suite"} & set(rel.parts):  # shipped evaluation tasks are data
+        if SHIPPED_TASK_DIRS & set(rel.parts):  # shipped evaluation tasks are data
             continue
         found.append((".".join(p for p in rel.parts if p != "__init__"), path))
     return found
