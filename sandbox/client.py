@@ -13,6 +13,8 @@ retried after its Retry-After, up to ``max_retries`` times.
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -20,11 +22,14 @@ from typing import Any, TypeVar
 import httpx
 
 from sandbox.core.pool import PoolStatus
+from sandbox.core.sessions import SessionInfo
 from sandbox.judge.batches import ItemLine, Summary, parse_lines
 from sandbox.judge.judge import JudgeRequest, JudgeResult
+from sandbox.policy.limits import MAX_TIME_S
 
 from .errors import (
     CapacityError,
+    NotFoundError,
     SandboxError,
     SandboxTimeoutError,
     ServiceUnreachableError,
@@ -329,6 +334,65 @@ class AsyncSandboxClient:
         """``GET /healthz``."""
         body: dict[str, Any] = (await self._request("GET", "/healthz")).json()
         return body
+
+    async def open_session(
+        self, *, image: str = "python", policy: str = "default", environment: str | None = None
+    ) -> SessionInfo:
+        """Start a session (``POST /v1/sessions``); ``environment`` names a task environment."""
+        payload: dict[str, Any] = {"image": image, "policy": policy}
+        if environment is not None:
+            payload["environment"] = environment
+        response = await self._request("POST", "/v1/sessions", json=payload)
+        return SessionInfo.model_validate_json(response.content)
+
+    async def session_exec(
+        self,
+        session_id: str,
+        command: str | Sequence[str],
+        *,
+        stdin: str = "",
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> RunResult:
+        """Run one command in a session (``POST /v1/sessions/{id}/exec``).
+
+        The HTTP wait is the command's own time limit (else the longest a policy
+        allows) plus this client's timeout.
+        """
+        payload: dict[str, Any] = {
+            "command": command if isinstance(command, str) else list(command)
+        }
+        if stdin:
+            payload["stdin"] = stdin
+        if cwd is not None:
+            payload["cwd"] = cwd
+        if env:
+            payload["env"] = dict(env)
+        if timeout_s is not None:
+            payload["timeout_s"] = timeout_s
+        wait = (timeout_s or MAX_TIME_S) + (self._http.timeout.read or DEFAULT_TIMEOUT_S)
+        response = await self._request(
+            "POST", f"/v1/sessions/{session_id}/exec", json=payload, timeout=wait
+        )
+        return RunResult.model_validate_json(response.content)
+
+    async def session_file(self, session_id: str, path: str) -> bytes:
+        """A file below /workspace or /tmp of a session, as bytes (``GET .../files``)."""
+        response = await self._request(
+            "GET", f"/v1/sessions/{session_id}/files", params={"path": path}
+        )
+        return base64.b64decode(response.json()["content_base64"])
+
+    async def sessions(self) -> list[SessionInfo]:
+        """The caller's open sessions (``GET /v1/sessions``)."""
+        response = await self._request("GET", "/v1/sessions")
+        return [SessionInfo.model_validate(item) for item in response.json()]
+
+    async def close_session(self, session_id: str) -> None:
+        """End a session (``DELETE /v1/sessions/{id}``); one already ended is no error."""
+        with contextlib.suppress(NotFoundError):
+            await self._request("DELETE", f"/v1/sessions/{session_id}")
 
     async def aclose(self) -> None:
         await self._http.aclose()
