@@ -4,12 +4,13 @@ Each sample gets one session (``POST /v1/sessions``) of the configured image and
 policy (or, when given, a task ``environment``); every call goes over HTTP
 through :class:`~sandbox.client.AsyncSandboxClient`, never to Docker. Commands
 run as the sandbox user in ``/workspace``, under the policy's limits. Files
-travel through ``exec`` in chunks (so any path the sandbox user may write or
-read works, and files larger than one request) and come back through the
-session's file route. Sessions end in ``sample_cleanup``; ``task_cleanup``
-ends what a cancelled sample left; ``cli_cleanup`` (``inspect sandbox cleanup
-sandbox-platform``) ends the sessions a crashed run left, found in the tenant's
-session listing and the provider's ledger (see :class:`Ledger`).
+travel through ``exec`` (any path the sandbox user may write or read works):
+writes in chunks below the service's stdin cap, reads in pieces as large as the
+policy's output limit, each going on where the last stopped. Sessions end in
+``sample_cleanup``; ``task_cleanup`` ends what a cancelled sample left;
+``cli_cleanup`` (``inspect sandbox cleanup sandbox-platform``) ends the sessions
+a crashed run left, found in the tenant's session listing and the provider's
+ledger (see :class:`Ledger`).
 
 Configuration: a :class:`PlatformSandboxConfig`, or a YAML/JSON file holding
 its fields; ``url`` and ``api_key`` default to ``$SANDBOX_URL`` and
@@ -22,6 +23,7 @@ from __future__ import annotations
 import base64
 import errno
 import json
+import logging
 import os
 import secrets
 import shlex
@@ -44,9 +46,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandbox.client import DEFAULT_URL, AsyncSandboxClient
 from sandbox.core.execution import MAX_STDIN_BYTES
-from sandbox.errors import InvalidRequestError, NotFoundError
+from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
 from sandbox.policy.limits import MAX_TIME_S, MIN_TIME_S
 from sandbox.results import ExecStatus, RunResult
+
+logger = logging.getLogger(__name__)
 
 PROVIDER = "sandbox-platform"
 WORKDIR = "/workspace"
@@ -75,27 +79,24 @@ except OSError as exc:
     sys.exit(3)
 """
 
-# Checks argv[1] is a readable file of at most argv[2] bytes; prints the path the
-# session's file route can fetch (the file itself below /workspace or /tmp, else a
-# copy in argv[3]). Exit 3: an OSError as for _WRITE; exit 4: the file's size.
+# Streams argv[1] from byte argv[2] to stdout (the policy's output limit may cut it: the
+# caller goes on from where it stopped), its size first on stderr. Exit 3: an OSError as
+# for _WRITE; exit 4: the file is larger than argv[3].
 _READ = """
-import os, shutil, sys
-path, limit, stage = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+import os, sys
+path, offset, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 try:
-    real = os.path.realpath(path)
-    if os.path.isdir(real):
+    if os.path.isdir(path):
         raise IsADirectoryError(21, "Is a directory")
-    with open(real, "rb") as f:
+    with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
+        sys.stderr.write(str(size))
+        sys.stderr.flush()
         if size > limit:
-            print(size)
             sys.exit(4)
-        if real.startswith(("/workspace/", "/tmp/")):
-            print(real)
-        else:
-            with open(stage, "xb") as out:
-                shutil.copyfileobj(f, out)
-            print(stage)
+        f.seek(offset)
+        while block := f.read(1 << 20):
+            sys.stdout.buffer.write(block)
 except OSError as exc:
     sys.stderr.write(f"{exc.errno} {exc.strerror}")
     sys.exit(3)
@@ -105,7 +106,7 @@ except OSError as exc:
 _STDIN_FROM = 'exec 0<"$1" && rm -f -- "$1" && shift && exec "$@"'
 
 
-class PlatformSandboxConfig(BaseModel, frozen=True):
+class PlatformSandboxConfig(BaseModel):
     """Where the service is and what each sample's session is made of."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -144,7 +145,9 @@ class PlatformSandboxConfig(BaseModel, frozen=True):
         except (OSError, yaml.YAMLError) as exc:
             raise ValueError(f"{PROVIDER}: cannot read the sandbox config {path}: {exc}") from exc
         if not isinstance(data, dict):
-            raise ValueError(f"{path}: a {PROVIDER} config is a mapping of {sorted(cls.model_fields)}")
+            raise ValueError(
+                f"{path}: a {PROVIDER} config is a mapping of {sorted(cls.model_fields)}"
+            )
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -246,12 +249,16 @@ class PlatformSandboxEnvironment(SandboxEnvironment):
     ) -> None:
         """Close the sample's sessions, whatever state they are in."""
         for environment in environments.values():
-            if isinstance(environment, cls):
+            if not isinstance(environment, cls):
+                continue
+            try:
                 await _close(environment.config, environment.session_id)
-                cls._open.get(task_name, set()).discard(
-                    (environment.config, environment.session_id)
-                )
+            except SandboxError as exc:  # left in the ledger, for cli_cleanup
+                logger.warning("could not close session %s: %s", environment.session_id, exc)
+                continue
+            finally:
                 await environment._client.aclose()
+            cls._open.get(task_name, set()).discard((environment.config, environment.session_id))
 
     @classmethod
     async def task_cleanup(
@@ -371,20 +378,20 @@ class PlatformSandboxEnvironment(SandboxEnvironment):
     async def read_file(self, file: str, text: bool = True) -> str | bytes:
         """``file``'s contents; the errors are the builtins inspect expects."""
         limit = SandboxEnvironmentLimits.MAX_READ_FILE_SIZE
-        stage = f"{STAGE_DIR}/.inspect-read-{secrets.token_hex(8)}"
-        argv = ["python3", "-I", "-c", _READ, self._path(file), str(limit), stage]
-        result = await self._client.session_exec(self.session_id, argv)
-        stdout, stderr = _output(result)
-        if result.exit_code == 4:
-            raise OutputLimitExceededError(SandboxEnvironmentLimits.MAX_READ_FILE_SIZE_STR, None)
-        if result.status is not ExecStatus.OK:
-            raise _os_error(stderr, file)
-        fetched = stdout.strip()
-        try:
-            data = await self._client.session_file(self.session_id, fetched)
-        finally:
-            if fetched == stage:
-                await self._client.session_exec(self.session_id, ["rm", "-f", "--", stage])
+        data = b""
+        while True:
+            argv = ["python3", "-I", "-c", _READ, self._path(file), str(len(data)), str(limit)]
+            result = await self._client.session_exec(self.session_id, argv)
+            if result.exit_code == 4:
+                raise OutputLimitExceededError(
+                    SandboxEnvironmentLimits.MAX_READ_FILE_SIZE_STR, None
+                )
+            if result.status not in (ExecStatus.OK, ExecStatus.OUTPUT_LIMIT):
+                raise _os_error(_output(result)[1], file)
+            got = result.stdout_bytes()
+            data += got
+            if not got or len(data) >= int(result.stderr_bytes()):
+                break
         return data.decode() if text else data
 
     def _path(self, path: str) -> str:
