@@ -39,6 +39,7 @@ from inspect_ai.util import (
     SandboxEnvironment,
     SandboxEnvironmentConfigType,
     SandboxEnvironmentLimits,
+    SandboxUnavailableError,
     SandboxUserUnsupportedError,
     sandboxenv,
 )
@@ -46,7 +47,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandbox.client import DEFAULT_URL, AsyncSandboxClient
 from sandbox.core.execution import MAX_STDIN_BYTES
-from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
+from sandbox.errors import (
+    InvalidRequestError,
+    NotFoundError,
+    SandboxError,
+    ServiceUnreachableError,
+)
 from sandbox.policy.limits import MAX_TIME_S, MIN_TIME_S
 from sandbox.results import ExecStatus, RunResult
 
@@ -317,9 +323,11 @@ class PlatformSandboxEnvironment(SandboxEnvironment):
                 timeout_s=timeout_s,
             )
         except NotFoundError as exc:
-            if "not installed" not in str(exc):
-                raise
+            if "not installed" not in str(exc):  # the session is gone (closed, idle, lost)
+                raise SandboxUnavailableError(f"session {self.session_id}: {exc}") from exc
             return ExecResult(False, MISSING_COMMAND_EXIT, "", f"{exc}\n")
+        except ServiceUnreachableError as exc:
+            raise SandboxUnavailableError(str(exc)) from exc
         except InvalidRequestError as exc:
             if "Permission denied" in str(exc):
                 raise PermissionError(errno.EACCES, str(exc), cmd[0]) from exc

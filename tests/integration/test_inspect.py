@@ -28,7 +28,7 @@ from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.solver import Generate, TaskState, generate, solver, use_tools
 from inspect_ai.tool import bash
-from inspect_ai.util import sandbox
+from inspect_ai.util import SandboxUnavailableError, sandbox
 from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
 from inspect_ai.util._sandbox.self_check import *  # noqa: F403  (the checks, collected here)
 
@@ -170,7 +170,7 @@ async def test_an_environment_id_is_passed_to_the_service(config: PlatformSandbo
     """``environment`` goes into the session request (this service does not know the field
     yet, and says so by name)."""
     with_environment = config.model_copy(update={"environment": "env-123"})
-    with pytest.raises(ValueError, match="environment"):
+    with pytest.raises((ValueError, LookupError), match="environment"):
         await PlatformSandboxEnvironment.sample_init("t", with_environment, {})
 
 
@@ -295,9 +295,13 @@ async def test_cli_cleanup_closes_the_sessions_a_crashed_run_left(
 async def test_another_tenants_provider_cannot_reach_the_session(
     shared_env: PlatformSandboxEnvironment, service: Service
 ) -> None:
+    """Another tenant's key finds no such session: its commands report the sandbox
+    unavailable (a tool error, not the command's output), its reads find nothing."""
     other = PlatformSandboxEnvironment(
         shared_env.config.model_copy(update={"api_key": OTHER_KEY}), shared_env.session_id
     )
-    with pytest.raises(LookupError):
+    with pytest.raises(SandboxUnavailableError, match="no session"):
         await other.exec(["true"])
+    with pytest.raises(LookupError):
+        await other.read_file("anything")
     assert json.dumps(open_sessions(service, OTHER_KEY)) == "[]"
