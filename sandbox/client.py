@@ -567,6 +567,11 @@ class AsyncSandboxClient:
         response = await self._request("POST", "/v1/sessions", json=payload)
         return SessionInfo.model_validate_json(response.content)
 
+    async def sessions(self) -> list[SessionInfo]:
+        """The caller's open sessions (``GET /v1/sessions``)."""
+        response = await self._request("GET", "/v1/sessions")
+        return [SessionInfo.model_validate(item) for item in response.json()]
+
     async def aclose(self) -> None:
         await self._http.aclose()
 
