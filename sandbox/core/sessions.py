@@ -31,11 +31,12 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.backends.base import HARNESS_DIR, JUDGE_DIR, WORKDIR
+from sandbox.core.agent_code import AGENT_BIN, AGENT_RUN, agent_peer, bin_command
 from sandbox.core.argv import path_arg
 from sandbox.core.execution import (
     BASE_ENV,
@@ -323,6 +324,7 @@ class SessionManager:
         command: str | None = None,
         timeout_s: float,
         tenant: str,
+        isolate_agent: bool = True,
     ) -> ExecResult:
         """Judge the session's workspace with tests it has never seen.
 
@@ -335,7 +337,11 @@ class SessionManager:
         outcomes come back on the runner's report channel, nonce checked, as
         ``result.channel``; with ``command`` it runs with ``bash -c`` and only its
         exit status speaks. Either runs in ``/judge/tests`` as the judge uid, with
-        ``$WORK`` the copy and the judge's own identity (``USER``, ``HOME``).
+        the judge's own identity (``USER``, ``HOME``) and ``$WORK``: the copy for
+        pytest; for a ``command``, with ``isolate_agent`` (the default) the
+        workspace itself, closed to the judge, whose programs run as the sandbox
+        uid through ``agent-run`` (:mod:`sandbox.core.agent_code`); without it the
+        copy, and ``agent-run`` runs there as the judge.
         """
         session = self.get(session_id, tenant=tenant)
         settle = await self._run(session, ["true"], keep_processes=False)
@@ -353,26 +359,54 @@ class SessionManager:
             role="judge",
             keep_processes=False,
         )
+        isolated = command is not None and isolate_agent
+        prepare = ["true"] if command is None else ["bash", "-c", bin_command(isolated=isolated)]
         await self._run(
             session,
-            ["true"],
+            prepare,
             cwd=JUDGE_DIR,
             env=JUDGE_ENV,
             files={f"tests/{path}": data for path, data in tests.items()},
             limits=limits,
             role="judge",
         )
-        argv = ["bash", "-c", command] if command is not None else PYTEST_ARGV
-        return await self._run(
-            session,
-            argv,
-            cwd=JUDGE_TESTS,
-            env=JUDGE_ENV,
-            limits=limits.model_copy(update={"wall_s": timeout_s, "cpu_s": timeout_s}),
-            role="judge",
-            keep_processes=False,
-            channel=command is None,
-        )
+        test_limits = limits.model_copy(update={"wall_s": timeout_s, "cpu_s": timeout_s})
+        if command is None:
+            return await self._run(
+                session,
+                PYTEST_ARGV,
+                cwd=JUDGE_TESTS,
+                env=JUDGE_ENV,
+                limits=test_limits,
+                role="judge",
+                keep_processes=False,
+                channel=True,
+            )
+        env = {**JUDGE_ENV, "PATH": f"{AGENT_BIN}:{JUDGE_ENV['PATH']}", "AGENT_RUN": AGENT_RUN}
+        if not isolated:
+            return await self._run(
+                session,
+                ["bash", "-c", command],
+                cwd=JUDGE_TESTS,
+                env=env,
+                limits=test_limits,
+                role="judge",
+                keep_processes=False,
+            )
+        await self._run(session, ["chmod", "0700", WORKDIR], keep_processes=False)
+        try:
+            return await self._run(
+                session,
+                ["bash", "-c", command],
+                cwd=JUDGE_TESTS,
+                env={**env, "WORK": WORKDIR, "WORKSPACE": WORKDIR},
+                limits=test_limits,
+                role="judge",
+                keep_processes=False,
+                peer=agent_peer(sandbox_env(session.policy, {}), timeout_s),
+            )
+        finally:
+            await self._run(session, ["chmod", "0755", WORKDIR], keep_processes=False)
 
     async def snapshot(self, session_id: str, *, tenant: str) -> str:
         """The workspace as an archive kept in the snapshot store; returns the snapshot's id."""
@@ -423,6 +457,7 @@ class SessionManager:
         role: str = "sandbox",
         keep_processes: bool = True,
         channel: bool = False,
+        peer: Mapping[str, Any] | None = None,
     ) -> ExecResult:
         async with session.lock:
             if session.id not in self._sessions:
@@ -440,6 +475,7 @@ class SessionManager:
                     keep_processes=keep_processes,
                     role=role,
                     channel=channel,
+                    peer=peer,
                 )
             except (InvalidRequestError, LimitError, NotFoundError):
                 raise  # the runner answered (no such command, say): the session goes on

@@ -533,6 +533,7 @@ async def _trial_body(
             command=config.tests.command,
             timeout_s=config.tests.timeout_s,
             tenant=tenant,
+            isolate_agent=config.tests.isolate_agent,
         )
     except SandboxError as exc:
         record["error"] = f"the hidden tests could not run: {exc}"
