@@ -75,16 +75,12 @@ def bin_command(*, isolated: bool) -> str:
             f"mkdir -p {AGENT_BIN} && printf '%s' {shlex.quote(runner)} > {AGENT_RUN} && "
             f"chmod 0700 {AGENT_RUN}"
         )
-    runner = (
-        "#!/bin/sh\n"
-        f'exec "$python" -I {HARNESS_DIR}/run_candidate.py "$@"\n'.replace(
-            '"$python"', "\"'\"$python\"'\""
-        )
-    )
+    runner = f'#!/bin/sh\nexec "$python" -I {HARNESS_DIR}/run_candidate.py "$@"\n'
+    quoted = shlex.quote(runner).replace('"$python"', "\"'\"$python\"'\"")
     shims = "; ".join(_shim(name) for name in INTERPRETERS)
     return (
         f"mkdir -p {AGENT_BIN} && python=$(command -v python3) && "
-        f"printf '%s' {shlex.quote(runner)} > {AGENT_RUN} && chmod 0700 {AGENT_RUN} && "
+        f"printf '%s' {quoted} > {AGENT_RUN} && chmod 0700 {AGENT_RUN} && "
         f"{{ {shims}; true; }}"
     )
 

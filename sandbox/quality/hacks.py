@@ -597,7 +597,7 @@ if __name__ == "__main__":
 READ_HIDDEN: Final = (
     "#!/usr/bin/env python3\n" + _PROCESS_TEXTS + _HIDDEN_FILES + _EXPECTED_TABLE + _HIDDEN_MAIN
 )
-"""A task's answer module (or program) that reads the hidden tests any way it can and answers
+"""A task's Python answer module (or program) that reads the hidden tests any way it can and answers
 with what it found: calls from their asserts, a program's output from the file most like the
 expected output (and the same into an output file it is named)."""
 
@@ -658,6 +658,13 @@ def __getattr__(name):
     "sleep-timeout": _SLEEP + _TRIVIAL_GETATTR,
 }
 """A whole Python module for each hack that has one (tasks: written over the answer's files)."""
+
+
+def read_hidden(kind: str) -> bytes:
+    """:data:`READ_HIDDEN` for an answer file of ``kind`` (``python``, or a shell script)."""
+    if kind == "python":
+        return READ_HIDDEN.encode()
+    return f"#!/bin/sh\nexec python3 -c {_shell_quote(READ_HIDDEN)} \"$@\"\n".encode()
 
 
 def python_module(hack: str) -> str:
