@@ -60,7 +60,7 @@ def _shim(name: str) -> str:
         "done\n"
         f'exec "$real" "$@"\n'
     )
-    quoted = shlex.quote(body).replace('"$real"', "\"'\"$real\"'\"")
+    quoted = shlex.quote(body).replace('"$real"', '"\'"$real"\'"')
     return (
         f"real=$(command -v {name}) && case $real in /*) "
         f"printf '%s' {quoted} > {AGENT_BIN}/{name} && chmod 0700 {AGENT_BIN}/{name};; esac"
@@ -76,7 +76,7 @@ def bin_command(*, isolated: bool) -> str:
             f"chmod 0700 {AGENT_RUN}"
         )
     runner = f'#!/bin/sh\nexec "$python" -I {HARNESS_DIR}/run_candidate.py "$@"\n'
-    quoted = shlex.quote(runner).replace('"$python"', "\"'\"$python\"'\"")
+    quoted = shlex.quote(runner).replace('"$python"', '"\'"$python"\'"')
     shims = "; ".join(_shim(name) for name in INTERPRETERS)
     return (
         f"mkdir -p {AGENT_BIN} && python=$(command -v python3) && "

@@ -58,6 +58,7 @@ logger = logging.getLogger(__name__)
 READABLE_ROOTS = (WORKDIR, "/tmp")
 JUDGE_WORK = f"{JUDGE_DIR}/work"
 JUDGE_TESTS = f"{JUDGE_DIR}/tests"
+COMMAND_FILE = ".command.sh"
 JUDGE_ENV = {
     **BASE_ENV,
     "HOME": JUDGE_DIR,
@@ -69,7 +70,7 @@ JUDGE_ENV = {
 }
 # Whatever an earlier judging left goes first: the copy is made before the tests exist.
 JUDGE_COPY_COMMAND = (
-    f"rm -rf {JUDGE_WORK} {JUDGE_TESTS} && "
+    f"rm -rf {JUDGE_WORK} {JUDGE_TESTS} {AGENT_BIN} {JUDGE_DIR}/{COMMAND_FILE} && "
     f"exec python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {JUDGE_WORK}"
 )
 PYTEST_ARGV = [
@@ -335,7 +336,8 @@ class SessionManager:
         ``/judge/tests``. Without ``command`` the tests are pytest files, run by the
         platform's harness (``runner/harness/pytest_channel.py``), whose per-test
         outcomes come back on the runner's report channel, nonce checked, as
-        ``result.channel``; with ``command`` it runs with ``bash -c`` and only its
+        ``result.channel``; ``command`` is written to ``/judge/.command.sh`` and run with
+        ``bash`` (its text on no command line), and only its
         exit status speaks. Either runs in ``/judge/tests`` as the judge uid, with
         the judge's own identity (``USER``, ``HOME``) and ``$WORK``: the copy for
         pytest; for a ``command``, with ``isolate_agent`` (the default) the
@@ -361,12 +363,15 @@ class SessionManager:
         )
         isolated = command is not None and isolate_agent
         prepare = ["true"] if command is None else ["bash", "-c", bin_command(isolated=isolated)]
+        files = {f"tests/{path}": data for path, data in tests.items()}
+        if command is not None:  # run from a file: its text is on no process's command line
+            files[COMMAND_FILE] = command.encode()
         await self._run(
             session,
             prepare,
             cwd=JUDGE_DIR,
             env=JUDGE_ENV,
-            files={f"tests/{path}": data for path, data in tests.items()},
+            files=files,
             limits=limits,
             role="judge",
         )
@@ -386,7 +391,7 @@ class SessionManager:
         if not isolated:
             return await self._run(
                 session,
-                ["bash", "-c", command],
+                ["bash", f"{JUDGE_DIR}/{COMMAND_FILE}"],
                 cwd=JUDGE_TESTS,
                 env=env,
                 limits=test_limits,
@@ -397,7 +402,7 @@ class SessionManager:
         try:
             return await self._run(
                 session,
-                ["bash", "-c", command],
+                ["bash", f"{JUDGE_DIR}/{COMMAND_FILE}"],
                 cwd=JUDGE_TESTS,
                 env={**env, "WORK": WORKDIR, "WORKSPACE": WORKDIR},
                 limits=test_limits,

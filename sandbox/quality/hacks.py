@@ -664,7 +664,7 @@ def read_hidden(kind: str) -> bytes:
     """:data:`READ_HIDDEN` for an answer file of ``kind`` (``python``, or a shell script)."""
     if kind == "python":
         return READ_HIDDEN.encode()
-    return f"#!/bin/sh\nexec python3 -c {_shell_quote(READ_HIDDEN)} \"$@\"\n".encode()
+    return f'#!/bin/sh\nexec python3 -c {_shell_quote(READ_HIDDEN)} "$@"\n'.encode()
 
 
 def python_module(hack: str) -> str:

@@ -1,4 +1,4 @@
-"""A ``tests.command`` runs the agent's programs as the sandbox uid: every way to read the hidden tests.
+"""A ``tests.command`` runs the agent's programs as the sandbox uid: each way to the hidden tests.
 
 Each route task asks for ``rev.py`` (reverse each line of stdin); its hidden
 ``check.sh`` runs the agent's program and compares with ``expected.txt``, next
@@ -196,8 +196,18 @@ def test_the_cli_flags_the_issues_example_with_the_opt_out(
 ) -> None:
     task = _make_task(tmp_path, "cwd", isolate=False)
     code = main(
-        ["quality", "check", str(task), "--runs", "1", "--probes", "read-expected", "--no-progress",
-         "--out", str(tmp_path / "report")]
+        [
+            "quality",
+            "check",
+            str(task),
+            "--runs",
+            "1",
+            "--probes",
+            "read-expected",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "report"),
+        ]
     )
     out = capsys.readouterr().out
     assert code != 0, out

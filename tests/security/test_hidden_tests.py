@@ -469,7 +469,8 @@ test -L chain
 test "$(cat chain)" = inside
 test "$(cat data/real.txt)" = inside
 # The judge's own files are untouched and nothing was planted in /judge.
-test "$(find /judge -mindepth 1 -maxdepth 1 -printf '%f\\n' | sort)" = "$(printf 'bin\\ntests\\nwork')"
+listing="$(find /judge -mindepth 1 -maxdepth 1 -printf '%f\\n' | sort)"
+test "$listing" = "$(printf '.command.sh\\nbin\\ntests\\nwork')"
 echo judged > report.xml
 test -f report.xml
 test ! -L report.xml
