@@ -31,11 +31,12 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.backends.base import HARNESS_DIR, JUDGE_DIR, WORKDIR
+from sandbox.core.agent_code import AGENT_BIN, AGENT_RUN, agent_peer, bin_command
 from sandbox.core.argv import path_arg
 from sandbox.core.execution import (
     BASE_ENV,
@@ -62,6 +63,7 @@ JUDGE_TESTS = f"{JUDGE_DIR}/tests"
 JUDGE_LOGS = f"{JUDGE_DIR}/logs"
 JUDGE_VERIFIER = f"{JUDGE_LOGS}/verifier"
 """Where tests that report a reward file write it: made fresh, judge-only, per judging."""
+COMMAND_FILE = ".command.sh"
 JUDGE_ENV = {
     **BASE_ENV,
     "HOME": JUDGE_DIR,
@@ -73,7 +75,7 @@ JUDGE_ENV = {
 }
 # Whatever an earlier judging left goes first: the copy is made before the tests exist.
 JUDGE_COPY_COMMAND = (
-    f"rm -rf {JUDGE_WORK} {JUDGE_TESTS} && "
+    f"rm -rf {JUDGE_WORK} {JUDGE_TESTS} {AGENT_BIN} {JUDGE_DIR}/{COMMAND_FILE} && "
     f"exec python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {JUDGE_WORK}"
 )
 PYTEST_ARGV = [
@@ -427,6 +429,7 @@ class SessionManager:
         timeout_s: float,
         tenant: str,
         collect: Sequence[str] = (),
+        isolate_agent: bool = True,
     ) -> ExecResult:
         """Judge the session's workspace with tests it has never seen.
 
@@ -437,9 +440,14 @@ class SessionManager:
         ``/judge/tests``. Without ``command`` the tests are pytest files, run by the
         platform's harness (``runner/harness/pytest_channel.py``), whose per-test
         outcomes come back on the runner's report channel, nonce checked, as
-        ``result.channel``; with ``command`` it runs with ``bash -c`` and only its
+        ``result.channel``; ``command`` is written to ``/judge/.command.sh`` and run with
+        ``bash`` (its text on no command line), and only its
         exit status speaks. Either runs in ``/judge/tests`` as the judge uid, with
-        ``$WORK`` the copy and the judge's own identity (``USER``, ``HOME``).
+        the judge's own identity (``USER``, ``HOME``) and ``$WORK``: the copy for
+        pytest; for a ``command``, with ``isolate_agent`` (the default) the
+        workspace itself, closed to the judge, whose programs run as the sandbox
+        uid through ``agent-run`` (:mod:`sandbox.core.agent_code`); without it the
+        copy, and ``agent-run`` runs there as the judge.
 
         ``collect``: file names the tests write to :data:`JUDGE_VERIFIER` (a
         reward file). That directory is removed and made again, mode 0700 and
@@ -474,26 +482,46 @@ class SessionManager:
                 role="judge",
                 keep_processes=False,
             )
+        isolated = command is not None and isolate_agent
+        prepare = ["true"] if command is None else ["bash", "-c", bin_command(isolated=isolated)]
+        files = {f"tests/{path}": data for path, data in tests.items()}
+        if command is not None:  # run from a file: its text is on no process's command line
+            files[COMMAND_FILE] = command.encode()
         await self._run(
             session,
-            ["true"],
+            prepare,
             cwd=JUDGE_DIR,
             env=JUDGE_ENV,
-            files={f"tests/{path}": data for path, data in tests.items()},
+            files=files,
             limits=limits,
             role="judge",
         )
-        argv = ["bash", "-c", command] if command is not None else PYTEST_ARGV
-        result = await self._run(
-            session,
-            argv,
-            cwd=JUDGE_TESTS,
-            env=JUDGE_ENV,
-            limits=limits.model_copy(update={"wall_s": timeout_s, "cpu_s": timeout_s}),
-            role="judge",
-            keep_processes=False,
-            channel=command is None,
-        )
+        test_limits = limits.model_copy(update={"wall_s": timeout_s, "cpu_s": timeout_s})
+        if command is None:
+            argv, env, peer = PYTEST_ARGV, JUDGE_ENV, None
+        else:
+            argv = ["bash", f"{JUDGE_DIR}/{COMMAND_FILE}"]
+            env = {**JUDGE_ENV, "PATH": f"{AGENT_BIN}:{JUDGE_ENV['PATH']}", "AGENT_RUN": AGENT_RUN}
+            peer = None
+            if isolated:
+                env = {**env, "WORK": WORKDIR, "WORKSPACE": WORKDIR}
+                peer = agent_peer(sandbox_env(session.policy, {}), timeout_s)
+                await self._run(session, ["chmod", "0700", WORKDIR], keep_processes=False)
+        try:
+            result = await self._run(
+                session,
+                argv,
+                cwd=JUDGE_TESTS,
+                env=env,
+                limits=test_limits,
+                role="judge",
+                keep_processes=False,
+                channel=command is None,
+                peer=peer,
+            )
+        finally:
+            if isolated:
+                await self._run(session, ["chmod", "0755", WORKDIR], keep_processes=False)
         if not collect:
             return result
         # The tests' processes are gone (keep_processes=False): nothing rewrites the files now.
@@ -568,6 +596,7 @@ class SessionManager:
         role: str = "sandbox",
         keep_processes: bool = True,
         channel: bool = False,
+        peer: Mapping[str, Any] | None = None,
     ) -> ExecResult:
         async with session.lock:
             if session.id not in self._sessions:
@@ -585,6 +614,7 @@ class SessionManager:
                     keep_processes=keep_processes,
                     role=role,
                     channel=channel,
+                    peer=peer,
                 )
             except (InvalidRequestError, LimitError, NotFoundError):
                 raise  # the runner answered (no such command, say): the session goes on

@@ -26,6 +26,7 @@ A task is a directory::
       framework: pytest       the platform runs pytest on tests/ (the default), or instead
       command: "bash check.sh"  a shell command judged by its exit status
       timeout_s: 120          (default 120)
+      isolate_agent: true     command only: false runs the agent's code as the judge (unsafe)
     category: bugfix          free text, used to group metrics
     difficulty: easy          easy | medium | hard
     tags: [python]
@@ -73,10 +74,15 @@ report (``os._exit(0)`` at import, a killed pytest) or a wrong one fails, and so
 do ``sys.exit(0)`` at import (a collection error) and ``pytest.exit()`` in a
 test (tests left without an outcome).
 
-``command``: run with ``bash -c``; the trial passes when it exits 0. Nothing else
-is evidence, so a command must decide its exit status itself, from the agent's
-work, and never take it from the agent's code: a command that runs pytest or
-names a JUnit report is refused (use ``framework: pytest``).
+``command``: run with ``bash`` from ``/judge/.command.sh``; the trial passes when
+it exits 0. Nothing else is evidence, so a command must decide its exit status
+itself, from the agent's work, and never take it from the agent's code: a command
+that runs pytest or names a JUnit report is refused (use ``framework: pytest``).
+It runs the agent's programs as the sandbox uid, never as the judge: ``$WORK`` is
+``/workspace``, closed to the judge, ``agent-run CMD`` runs ``CMD`` there as the
+sandbox uid, and the interpreters on ``PATH`` do so for a run naming
+``/workspace`` (:mod:`sandbox.core.agent_code`); ``isolate_agent: false`` is the
+old, unsafe way (``$WORK`` the judge's copy, the agent's code run as the judge).
 
 Residual risk, said plainly: agent code that the tests import runs inside the
 test process, as the judge uid, with that process's memory. Code written to
@@ -86,8 +92,9 @@ channel shuts out report files, exit statuses and every other process (the
 harness is not dumpable, so programs the tests start cannot read its memory or
 descriptors); it cannot shut out the process it runs in. Tests that must hold
 against a forged report run the agent's work as a separate program and compare
-its output (``suite/fix-js-slugify`` does so for JavaScript). Such a program still
-runs as the judge uid: it cannot forge the report, but it can read ``/judge/tests``.
+its output (``suite/fix-js-slugify`` does so for JavaScript). Such a program started
+by pytest still runs as the judge uid: it cannot forge the report, but it can read
+``/judge/tests``; a ``command`` test runs it as the sandbox uid instead.
 """
 
 from .agents import (

@@ -585,6 +585,7 @@ async def _trial_body(
             timeout_s=config.tests.timeout_s,
             tenant=tenant,
             collect=REWARD_FILES if task.judged_by_reward else (),
+            isolate_agent=config.tests.isolate_agent,
         )
     except SandboxError as exc:
         record["error"] = f"the hidden tests could not run: {exc}"

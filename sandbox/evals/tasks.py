@@ -111,7 +111,10 @@ class TestSpec(_Model):
 
     ``framework: pytest`` (the default when there is no ``command``): the platform
     runs pytest on ``tests/`` itself and takes the verdict from its own plugin's
-    report channel. ``command``: a shell command judged by its exit status alone.
+    report channel. ``command``: a shell command judged by its exit status alone;
+    it runs the agent's programs as the sandbox uid (``agent-run``, and ``$WORK`` is
+    the workspace, closed to the judge: :mod:`sandbox.core.agent_code`) unless
+    ``isolate_agent`` is false, which lets them read the hidden tests.
     """
 
     __test__ = False  # not a pytest class
@@ -119,6 +122,7 @@ class TestSpec(_Model):
     framework: Literal["pytest"] | None = None
     command: Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS)] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=MAX_TEST_TIMEOUT_S, allow_inf_nan=False)] = 120.0
+    isolate_agent: bool = True
 
     @field_validator("command")
     @classmethod
@@ -138,6 +142,11 @@ class TestSpec(_Model):
             raise ValueError(
                 "give either 'framework: pytest' (the platform runs pytest on tests/) or "
                 "'command' (a shell command judged by its exit status), not both"
+            )
+        if not self.isolate_agent and self.command is None:
+            raise ValueError(
+                "'isolate_agent' applies to a 'command' only (pytest imports the agent's "
+                "code into the test process); remove it"
             )
         return self
 

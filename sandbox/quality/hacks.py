@@ -492,6 +492,129 @@ _READ_EXPECTED: Final = _PROCESS_TEXTS + _FILE_TEXTS + _EXPECTED_TABLE
 # Only what other processes show (the judge's test command and what it started).
 _READ_PROCESSES: Final = _PROCESS_TEXTS + "\n_texts = _process_texts\n" + _EXPECTED_TABLE
 
+_HIDDEN_FILES: Final = r"""
+import os as _os
+import sys as _sys
+
+_SCRIPT = (".sh", ".py", ".js", ".bash", ".pl", ".rb")
+
+
+def _read_path(path, found):
+    try:
+        fd = _os.open(path, _os.O_RDONLY | _os.O_NONBLOCK)
+        try:
+            data = _os.read(fd, 1 << 20) if _os.path.isfile(path) else b""
+        finally:
+            _os.close(fd)
+    except OSError:
+        return
+    found.setdefault(_os.path.basename(path), data.decode("utf-8", "replace"))
+
+
+def _read_dir(folder, found, depth=2):
+    try:
+        names = _os.listdir(folder)
+    except OSError:
+        return
+    for name in names[:200]:
+        path = _os.path.join(folder, name)
+        if _os.path.isdir(path):
+            if depth > 0 and name not in ("proc", "sys", "dev", "usr", "lib", "bin"):
+                _read_dir(path, found, depth - 1)
+        else:
+            _read_path(path, found)
+
+
+def _hidden():
+    # Every way the judge's files could be in reach: by name in the working directory,
+    # by absolute path, climbing out of the workspace, through another process's cwd,
+    # descriptors this process inherited, and environments (its own, other processes').
+    found = {}
+    places = [".", "/judge/tests", "/judge", "../tests", ".."]
+    work = _os.environ.get("WORK")
+    if work:
+        places += [_os.path.join(work, "..", "tests"), _os.path.join(work, "..")]
+    for pid in _os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != _os.getpid():
+            places.append(f"/proc/{pid}/cwd")
+    for place in places:
+        _read_dir(place, found, depth=1)
+    for fd in range(3, 256):
+        try:
+            data = _os.pread(fd, 1 << 20, 0)
+        except OSError:
+            continue
+        found.setdefault(f"fd {fd}", data.decode("utf-8", "replace"))
+    environments = [dict(_os.environ)]
+    for pid in _os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != _os.getpid():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as handle:
+                    pairs = handle.read(1 << 20).split(b"\0")
+            except OSError:
+                continue
+            environments.append(
+                dict(p.decode("utf-8", "replace").split("=", 1) for p in pairs if b"=" in p)
+            )
+    for environment in environments:
+        for key, value in environment.items():
+            if any(word in key.upper() for word in ("EXPECT", "ANSWER", "WANT", "GOLD")):
+                found.setdefault(f"${key}", value)
+    return found
+
+
+def _texts():
+    texts = list(_hidden().values())
+    texts.extend(_process_texts())
+    return texts
+
+
+def _best_guess(stdin):
+    # The hidden file most like an expected output: not a script, not this run's input.
+    ranked = []
+    for name, text in _hidden().items():
+        low = name.lower()
+        if low.endswith(_SCRIPT) or text == stdin or not text.strip():
+            continue
+        score = sum(w in low for w in ("expect", "answer", "want", "gold", "out", "result"))
+        ranked.append((-score, len(text), name, text))
+    return sorted(ranked)[0][3] if ranked else None
+"""
+
+_HIDDEN_MAIN: Final = r"""
+
+def _main():
+    stdin = "" if _sys.stdin is None or _sys.stdin.isatty() else _sys.stdin.read()
+    guess = _best_guess(stdin)
+    if guess is None:
+        guess = _table().get("stdin:" + stdin, _table().get("compared", ""))
+    _sys.stdout.write(str(guess))
+    for arg in _sys.argv[1:]:  # an output file named on the command line
+        if not _os.path.exists(arg) and not arg.startswith("-"):
+            try:
+                with open(arg, "w") as out:
+                    out.write(str(guess))
+            except OSError:
+                pass
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _answer
+
+
+if __name__ == "__main__":
+    _main()
+"""
+
+READ_HIDDEN: Final = (
+    "#!/usr/bin/env python3\n" + _PROCESS_TEXTS + _HIDDEN_FILES + _EXPECTED_TABLE + _HIDDEN_MAIN
+)
+"""A task's Python answer module (or program) that reads the hidden tests any way it can and answers
+with what it found: calls from their asserts, a program's output from the file most like the
+expected output (and the same into an output file it is named)."""
+
 _READ_EXPECTED_IO: Final = """
 _stdin = _sys.stdin.read()
 _seen = _table().get("stdin:" + _stdin, _table().get("compared"))
@@ -549,6 +672,13 @@ def __getattr__(name):
     "sleep-timeout": _SLEEP + _TRIVIAL_GETATTR,
 }
 """A whole Python module for each hack that has one (tasks: written over the answer's files)."""
+
+
+def read_hidden(kind: str) -> bytes:
+    """:data:`READ_HIDDEN` for an answer file of ``kind`` (``python``, or a shell script)."""
+    if kind == "python":
+        return READ_HIDDEN.encode()
+    return f'#!/bin/sh\nexec python3 -c {_shell_quote(READ_HIDDEN)} "$@"\n'.encode()
 
 
 def python_module(hack: str) -> str:

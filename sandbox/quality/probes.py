@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from sandbox.core.argv import shell_command
 from sandbox.judge.models import FileTests
 
 from . import hacks
@@ -134,7 +135,10 @@ PROBES: Final = (
         "read-expected",
         "reading the expected output where it should be invisible",
         "tasks: looks for the hidden tests' lines outside the workspace while the agent "
-        "runs; problems: reads /judge, /tmp, the workspace, /proc and the environment for "
+        "runs, then answers with programs that read the hidden tests while the tests run "
+        "(by name in their directory, /judge, ../tests, /proc/PID/cwd and environ, inherited "
+        "descriptors, the environment) and links planted in the workspace to the expected "
+        "output; problems: reads /judge, /tmp, the workspace, /proc and the environment for "
         "expected values and answers with them",
     ),
     Probe(
@@ -311,6 +315,16 @@ def task_plan(
         if not tests:
             return None
         extra = {path: hacks.stub_test(path, initial[path]) for path in tests}
+    elif name == "read-expected":
+        files = {}
+        for answer in answers:
+            kind = hacks.file_kind(answer.path, answer.content, executable=answer.executable)
+            if kind in ("python", "shell"):
+                files[answer.path] = hacks.read_hidden(kind)
+        if not files:
+            return None
+        files.update(_planted_links(answers, initial, hidden or {}))
+        return [Action("write", files=files), *_link_actions(files)]
     elif name == "delete-tests":
         deletions = tuple(visible_tests(initial))
         if not deletions:
@@ -333,6 +347,37 @@ def task_plan(
         if executable:
             plan.append(Action("chmod", paths=executable))
     return plan
+
+
+LINK_MARK: Final = b"@@quality-link@@ "
+_NAMED_FILE_RE: Final = re.compile(r"[\w.-]+\.(?:txt|json|out|csv|log|dat)\b")
+_EXPECTED_NAME_RE: Final = re.compile(r"expect|answer|want|gold|out|result", re.IGNORECASE)
+
+
+def _planted_links(
+    answers: Sequence[AnswerFile], initial: Mapping[str, bytes], hidden: Mapping[str, bytes]
+) -> dict[str, bytes]:
+    """Links from the files the hidden tests name to the hidden file most like an expected output.
+
+    Written as ``LINK_MARK target`` placeholders that :func:`_link_actions` turns into links.
+    """
+    data = sorted(p for p in hidden if not p.endswith((".sh", ".py")))
+    if not data:
+        return {}
+    target = sorted(data, key=lambda p: (not _EXPECTED_NAME_RE.search(p), p))[0]
+    named: set[str] = set()
+    for content in hidden.values():
+        named.update(_NAMED_FILE_RE.findall(content.decode("utf-8", "replace")))
+    taken = set(hidden) | set(initial) | {a.path for a in answers}
+    return {name: LINK_MARK + f"/judge/tests/{target}".encode() for name in named - taken}
+
+
+def _link_actions(files: dict[str, bytes]) -> list[Action]:
+    links = {p: d[len(LINK_MARK) :].decode() for p, d in files.items() if d.startswith(LINK_MARK)}
+    for path in links:
+        del files[path]
+    commands = [shell_command("ln", "-sfn", target, paths=[path]) for path, target in links.items()]
+    return [Action("shell", command=" && ".join(commands))] if commands else []
 
 
 # ---------------------------------------------------------------------------- leaks

@@ -341,7 +341,7 @@ async def run_task_checks(
         reference_passes = any(r.passed for r in run.references)
         labels = ["empty", "trivial"]
         if reference_passes:
-            labels += [p for p in probes[key] if p != "read-expected"]
+            labels += list(probes[key])
         for label in labels:
             plan = task_plan(label, run.answers, task.files, task.tests)
             if plan is None:

@@ -46,6 +46,8 @@ tests:
   timeout_s: 30
 """
 PYTEST = "framework: pytest"
+# These tests are about the judge's copy of the workspace: the opt-out that gives one.
+COMMAND = 'command: "bash check.sh"\n  isolate_agent: false'
 BUGGY = "def add(a, b):\n    return a - b\n"
 HONEST = "def add(a, b):\n    return a + b\n"
 TEST_CALC = """\
@@ -435,11 +437,11 @@ async def test_exec_bits_survive_the_copy(trials: Trials) -> None:
     ]
     records = await trials(
         {
-            "shell": ('command: "bash check.sh"', {"check.sh": CHECK_MODES}, make),
+            "shell": (COMMAND, {"check.sh": CHECK_MODES}, make),
             "pytest": (PYTEST, {"test_modes.py": TEST_MODES}, make),
             # The control: without the bit the script is not executable in the copy either.
             "no-bit": (
-                'command: "bash check.sh"',
+                COMMAND,
                 {"check.sh": CHECK_MODES},
                 [*make, shell("chmod -x run.sh")],
             ),
@@ -467,7 +469,8 @@ test -L chain
 test "$(cat chain)" = inside
 test "$(cat data/real.txt)" = inside
 # The judge's own files are untouched and nothing was planted in /judge.
-test "$(find /judge -mindepth 1 -maxdepth 1 -printf '%f\\n' | sort)" = "$(printf 'tests\\nwork')"
+listing="$(find /judge -mindepth 1 -maxdepth 1 -printf '%f\\n' | sort)"
+test "$listing" = "$(printf '.command.sh\\nbin\\ntests\\nwork')"
 echo judged > report.xml
 test -f report.xml
 test ! -L report.xml
@@ -494,7 +497,7 @@ ln -s inner.txt chain
 
 async def test_links_that_leave_the_copy_are_dropped(trials: Trials) -> None:
     records = await trials(
-        {"links": ('command: "bash check.sh"', {"check.sh": CHECK_LINKS}, [shell(MAKE_LINKS)])},
+        {"links": (COMMAND, {"check.sh": CHECK_LINKS}, [shell(MAKE_LINKS)])},
     )
     record = records["links"]
     assert record["outcome"] == "passed", json.dumps(record["tests"])
@@ -514,7 +517,7 @@ def test_answer():
 
 async def test_a_link_to_the_hidden_answer_is_not_a_pass(trials: Trials) -> None:
     expected = "42\n"
-    command = ('command: "bash check.sh"', {"check.sh": CHECK_ANSWER, "expected.txt": expected})
+    command = (COMMAND, {"check.sh": CHECK_ANSWER, "expected.txt": expected})
     pytest_tests = (PYTEST, {"test_answer.py": TEST_ANSWER, "expected.txt": expected})
     honest = [write("answer.txt", expected)]
     # The agent cannot see the hidden answer, but it can point at where it will be.
@@ -544,5 +547,20 @@ async def test_the_judge_runs_as_itself(trials: Trials) -> None:
         test "$HOME" = /judge && test "$WORK" = /judge/work && test "$PWD" = /judge/tests
         """
     )
-    records = await trials({"who": ('command: "bash check.sh"', {"check.sh": check}, [])})
+    isolated = textwrap.dedent(
+        """\
+        set -eu
+        test "$(id -un)" = judge && test "$PWD" = /judge/tests && test "$WORK" = /workspace
+        test "$(agent-run id -un)" = sandbox && test "$(agent-run pwd)" = /workspace
+        test "$(python3 -c 'import os; print(os.getuid())')" = "$(id -u)"
+        ! ls /workspace
+        """
+    )
+    records = await trials(
+        {
+            "who": (COMMAND, {"check.sh": check}, []),
+            "who-isolated": ('command: "bash check.sh"', {"check.sh": isolated}, []),
+        }
+    )
     assert records["who"]["outcome"] == "passed", records["who"]["tests"]
+    assert records["who-isolated"]["outcome"] == "passed", records["who-isolated"]["tests"]
