@@ -202,9 +202,12 @@ class HostAgent:
 
         return await self._serve(query, new=False)
 
-    def metrics(self) -> bytes:
+    async def metrics(self) -> bytes:
         """This host's Prometheus text (executions, judgements, pool)."""
-        return metrics.exposition()
+        platform = self.platform
+        if platform is None or self._released:
+            return metrics.exposition()
+        return await platform.metrics()
 
     # ------------------------------------------------------------------ drain
 

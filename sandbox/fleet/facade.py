@@ -289,5 +289,9 @@ class FleetPlatform:
     def policy_names(self) -> list[str]:
         return sorted(self.policies)
 
+    async def metrics(self) -> bytes:
+        """The hosts' metrics, each with its ``host`` label, and the router's own."""
+        return await self.router.metrics()
+
     def fleet_status(self) -> FleetStatus:
         return self.router.status()

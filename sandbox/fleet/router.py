@@ -77,6 +77,12 @@ SCALE_REQUESTS = metrics.Counter(
 HOSTS = metrics.Gauge(
     "sandbox_fleet_hosts", "Hosts of the fleet, by state.", ["state"], registry=metrics.REGISTRY
 )
+QUEUED = metrics.Gauge(
+    "sandbox_fleet_queued",
+    "Requests waiting fleet-wide for an execution slot, by priority class.",
+    ["class"],
+    registry=metrics.REGISTRY,
+)
 
 
 @dataclass(eq=False)
@@ -407,6 +413,32 @@ class Router:
                 f"session {session_id!r} was on host {host.name}, which is {host.state.value} "
                 f"({host.reason}); its workspace is gone: start a new session"
             )
+
+    # ------------------------------------------------------------------ metrics
+
+    async def metrics(self) -> bytes:
+        """Every healthy host's metrics with its ``host`` label, and the router's own.
+
+        The router's: calls routed per host and kind, hosts per state, the queue per
+        class, autoscale requests, its 429s. A host that does not answer within its
+        heartbeat allowance is left out of this scrape.
+        """
+        if self.scheduler_stats is not None:
+            for klass, length in self.scheduler_stats().queued.items():
+                QUEUED.labels(klass).set(length)
+        hosts = self.healthy()
+        timeout = self.heartbeat_s * self.config.health.missed_heartbeats
+        texts = await asyncio.gather(
+            *(asyncio.wait_for(h.actor.metrics.remote(), timeout) for h in hosts),
+            return_exceptions=True,
+        )
+        answered: dict[str, bytes] = {}
+        for host, text in zip(hosts, texts, strict=True):
+            if isinstance(text, bytes):
+                answered[host.name] = text
+            else:
+                logger.warning("fleet host %s gave no metrics: %r", host.name, text)
+        return metrics.merge(metrics.exposition(), answered)
 
     # ------------------------------------------------------------------ operations
 

@@ -37,6 +37,7 @@ from sandbox.judge.judge import Judge
 from sandbox.languages import LANGUAGES
 from sandbox.policy import Policy, load_policy_dir
 from sandbox.service.tenants import Keyring
+from sandbox.telemetry import metrics
 from sandbox.telemetry.audit import AuditLog
 
 logger = logging.getLogger(__name__)
@@ -226,3 +227,24 @@ class Platform:
 
     def policy_names(self) -> Sequence[str]:
         return sorted(self.policies)
+
+    async def metrics(self) -> bytes:
+        """Prometheus text: executions by status, latency histograms, pool sizes, queue depth."""
+        status = self.pool.status()
+        metrics.observe_pool(
+            [
+                (
+                    group.policy,
+                    group.image,
+                    {
+                        "idle": group.idle,
+                        "busy": group.busy,
+                        "starting": group.starting,
+                        "resetting": group.resetting,
+                    },
+                )
+                for group in status.groups
+            ],
+            status.waiting,
+        )
+        return metrics.exposition()

@@ -18,6 +18,7 @@ from typing import Any
 import docker
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox.host.labels import LABEL_OWNER
 from tests.conftest import SANDBOX_BIN, Service, metric
@@ -166,6 +167,43 @@ def test_run_judge_and_sessions_work_unchanged_through_the_fleet(fleet: Service)
         assert http.delete(f"/v1/sessions/{sid}").status_code == 204
         assert http.get(f"/v1/sessions/{sid}").status_code == 404
         assert http.get("/v1/pool").json()["groups"][0]["policy"] == "default"
+
+
+def test_metrics_gather_every_host_under_its_host_label(fleet: Service) -> None:
+    """After runs on each host, /metrics has each host's samples (one HELP/TYPE per family)."""
+    with client(fleet) as http:
+        hosts = [h["name"] for h in fleet_status(http)["hosts"]]
+        deadline = time.monotonic() + 60
+        while True:
+            text = http.get("/metrics").text
+            ran = {h: metric(text, "sandbox_fleet_routed_total", host=h, kind="run") for h in hosts}
+            if all(ran.values()):
+                break
+            assert time.monotonic() < deadline, ran
+            assert http.post("/v1/run", json={"code": "print(1)"}).status_code == 200
+        response = http.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    families = list(text_string_to_metric_families(text))  # the text format parses
+    declared = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert len(declared) == len(set(declared)), "a family is declared twice"
+    by_name = {f.name: f for f in families}
+    for host in hosts:  # executions and pool gauges come from every host, labelled
+        assert metric(text, "sandbox_executions_total", host=host, status="ok") > 0, host
+        assert metric(text, "sandbox_execution_seconds_count", host=host) > 0, host
+        assert any(
+            s.labels.get("host") == host for s in by_name["sandbox_pool_containers"].samples
+        ), host
+    assert {s.labels["host"] for s in by_name["sandbox_executions"].samples} == set(hosts)
+    # the router's own: per-host placements, the queue per class, autoscale requests
+    assert {s.labels["class"] for s in by_name["sandbox_fleet_queued"].samples} == {
+        "interactive",
+        "evaluation",
+        "training",
+    }
+    assert "sandbox_fleet_autoscale_requests" in by_name
+    assert all("host" in s.labels for s in by_name["sandbox_fleet_routed"].samples)
 
 
 def test_an_unknown_class_is_422_and_one_above_the_tenants_is_403(fleet: Service) -> None:
