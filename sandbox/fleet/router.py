@@ -7,11 +7,13 @@ when another router did) and heartbeats it. A host that misses
 rotation at once and listed as lost with the reason.
 
 Each call goes to a host chosen by best of K sampled healthy hosts on fresh
-load (the last heartbeat plus what this router sent since). Failure semantics:
+load (the last heartbeat plus what this router sent since). Runs and judgements go on
+the agent's direct channel (:mod:`sandbox.fleet.channel`), the rest as Ray actor calls
+(and those too while a host's channel is down). Failure semantics:
 
 * a pure judgement (a run, a judgement, a batch item) running on a host that is
-  lost is sent once more to another host; lost again, it is an infrastructure
-  error (never a wrong answer);
+  lost (its actor died, or its channel broke under the call) is sent once more to
+  another host; lost again, it is an infrastructure error (never a wrong answer);
 * a host that refuses new work (draining) or has no room is skipped for another;
 * a session lives on one host: its calls go there, and once that host is lost
   they answer :class:`~sandbox.errors.SessionLostError` (410);
@@ -41,6 +43,7 @@ from sandbox.errors import (
     SessionLostError,
 )
 from sandbox.fleet.agent import DRAINING, HostAgent, HostStatus
+from sandbox.fleet.channel import CALLS, ChannelClient, ChannelClosedError
 from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.placement import HostLoad, choose_host
 from sandbox.fleet.scheduler import SchedulerStats
@@ -85,12 +88,20 @@ QUEUED = metrics.Gauge(
 )
 
 
+def _why_lost(exc: Exception) -> str:
+    if isinstance(exc, ChannelClosedError):
+        return f"its channel broke under a call ({exc})"
+    return f"actor died ({type(exc).__name__})"
+
+
 @dataclass(eq=False)
 class Host:
     """What the router knows of one host agent."""
 
     node_id: str
     actor: Any
+    address: str = "127.0.0.1"
+    channel: ChannelClient | None = None
     name: str = ""
     state: HostState = HostState.STARTING
     reason: str = ""
@@ -162,6 +173,9 @@ class Router:
 
     async def close(self) -> None:
         """Stop watching; the agents (detached actors) keep their pools for the next router."""
+        for host in self.hosts.values():
+            if host.channel is not None:
+                await host.channel.close()
         for task in [self._beats, *self._starts]:
             if task is not None:
                 task.cancel()
@@ -179,20 +193,21 @@ class Router:
             if h.state is not HostState.HEALTHY
         )
 
-    def _nodes(self) -> list[str]:
-        """Alive nodes offering the host resource (a blocking call to the cluster)."""
-        return [
-            n["NodeID"]
+    def _nodes(self) -> dict[str, str]:
+        """Alive nodes offering the host resource, by id, with their address (a blocking
+        call to the cluster)."""
+        return {
+            n["NodeID"]: n["NodeManagerAddress"]
             for n in ray.nodes()
             if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1
-        ]
+        }
 
     async def _discover(self) -> None:
-        alive = set(await asyncio.to_thread(self._nodes))
+        alive = await asyncio.to_thread(self._nodes)
         for node_id, host in self.hosts.items():
             if node_id not in alive and host.state is not HostState.LOST:
                 self._lose(host, "its node left the cluster")
-        for node_id in sorted(alive - set(self.hosts)):
+        for node_id in sorted(set(alive) - set(self.hosts)):
             actor = (
                 ray.remote(HostAgent)
                 .options(
@@ -210,9 +225,10 @@ class Router:
                     self.settings.model_dump(mode="json"),
                     node_id,
                     self.config.warm.model_dump(mode="json"),
+                    alive[node_id],
                 )
             )
-            host = Host(node_id=node_id, actor=actor)
+            host = Host(node_id=node_id, actor=actor, address=alive[node_id])
             self.hosts[node_id] = host
             task = asyncio.create_task(self._start_agent(host))
             self._starts.add(task)
@@ -222,6 +238,7 @@ class Router:
         try:
             reply: Reply = await asyncio.wait_for(host.actor.start.remote(), AGENT_START_TIMEOUT_S)
             reply.unwrap()
+            await self._open_channel(host)
             await self._beat(host)
         except RayActorError as exc:
             self._lose(host, f"the agent died while starting: {type(exc).__name__}")
@@ -287,6 +304,8 @@ class Router:
             return
         host.status, host.name, host.misses, host.sent_since_beat = status, status.name, 0, 0
         host.last_beat = time.monotonic()
+        if host.channel is None or host.channel.closed:
+            await self._open_channel(host)
         if status.released:
             host.state, host.reason = HostState.DRAINED, "drained"
         elif status.draining:
@@ -295,6 +314,17 @@ class Router:
             if host.state is HostState.LOST:
                 logger.warning("fleet host %s answers again: back in rotation", host.name)
             host.state, host.reason = HostState.HEALTHY, ""
+
+    async def _open_channel(self, host: Host) -> None:
+        """Open the direct channel to ``host``; without one its calls go through Ray."""
+        try:
+            port, token = (await host.actor.channel.remote()).unwrap()
+            host.channel = await ChannelClient.open(host.address, port, token)
+        except Exception as exc:  # a dead actor is the heartbeat's to find
+            host.channel = None
+            logger.warning(
+                "fleet host %s: no direct channel (%s); calls go through Ray", host.name, exc
+            )
 
     def _lose(self, host: Host, why: str) -> None:
         if host.state is not HostState.LOST:
@@ -358,8 +388,8 @@ class Router:
             tried.add(host)
             try:
                 reply = await self._send(host, method, *args)
-            except RayActorError as exc:
-                self._lose(host, f"actor died ({type(exc).__name__})")
+            except (RayActorError, ChannelClosedError) as exc:
+                self._lose(host, _why_lost(exc))
                 losses += 1
                 if losses > 1:
                     raise ContainerLostError(
@@ -387,7 +417,11 @@ class Router:
     async def _send(self, host: Host, method: str, *args: Any) -> Reply:
         host.in_flight += 1
         try:
-            reply: Reply = await getattr(host.actor, method).remote(*args)
+            reply: Reply
+            if method in CALLS and host.channel is not None and not host.channel.closed:
+                reply = await host.channel.call(method, *args)
+            else:
+                reply = await getattr(host.actor, method).remote(*args)
             return reply
         finally:
             host.in_flight -= 1
