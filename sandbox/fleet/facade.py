@@ -103,7 +103,7 @@ class FleetExecution(ExecutionService):
         try:
             async with self.admission.slot(tenant):
                 built, ran = await self.router.call(
-                    "run_program", request, tenant, policy=request.policy, kind="run"
+                    "run_program", request, tenant, policy=request.policy, kind="run", tenant=tenant
                 )
         except ContainerLostError as exc:
             return None, ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
@@ -125,7 +125,7 @@ class FleetJudge(Judge):
         try:
             async with self.admission.slot(tenant):
                 result: JudgeResult = await self.router.call(
-                    "judge", request, tenant, policy=request.policy, kind="judge"
+                    "judge", request, tenant, policy=request.policy, kind="judge", tenant=tenant
                 )
         except ContainerLostError as exc:
             return unjudged(request, str(exc), started)
@@ -164,7 +164,7 @@ class FleetSessions:
             )
         else:
             host, info = await self.router.placed_call(
-                "session_create", spec, tenant, policy=spec.policy, kind="session"
+                "session_create", spec, tenant, policy=spec.policy, kind="session", tenant=tenant
             )
         session = self._sessions[info.id] = _Remote(tenant, host, info)
         return session

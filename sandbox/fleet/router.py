@@ -15,6 +15,9 @@ the agent's direct channel (:mod:`sandbox.fleet.channel`), the rest as Ray actor
   lost (its actor died, or its channel broke under the call) is sent once more to
   another host; lost again, it is an infrastructure error (never a wrong answer);
 * a host that refuses new work (draining) or has no room is skipped for another;
+* a call placed where no warm container is idle for it creates one: each tenant has
+  at most its ``max_starts_in_flight`` such calls in flight fleet-wide, and one more
+  waits for a warm container or for one of them to end;
 * a session lives on one host: its calls go there, and once that host is lost
   they answer :class:`~sandbox.errors.SessionLostError` (410);
 * with no healthy host, :class:`~sandbox.errors.FleetUnavailableError` (503)
@@ -28,6 +31,7 @@ import contextlib
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +81,18 @@ SCALE_REQUESTS = metrics.Counter(
     "Times the router asked Ray's autoscaler for more sandbox_host resources.",
     registry=metrics.REGISTRY,
 )
+TENANT_STARTS = metrics.Gauge(
+    "sandbox_fleet_tenant_starts_in_flight",
+    "Calls in flight that create a container (none was warm where they went), by tenant.",
+    ["tenant"],
+    registry=metrics.REGISTRY,
+)
+START_WAITS = metrics.Counter(
+    "sandbox_fleet_start_waits_total",
+    "Placements held back because their tenant was at its bound of container starts.",
+    ["tenant"],
+    registry=metrics.REGISTRY,
+)
 HOSTS = metrics.Gauge(
     "sandbox_fleet_hosts", "Hosts of the fleet, by state.", ["state"], registry=metrics.REGISTRY
 )
@@ -115,8 +131,8 @@ class Host:
     def __post_init__(self) -> None:
         self.name = self.name or self.node_id[:12]
 
-    def load(self, max_starts: int) -> HostLoad:
-        """Fresh load for placement: the last heartbeat, less what this router sent since.
+    def idle_warm(self) -> dict[str, int]:
+        """Unbound idle containers per policy, less the calls this router sent since the beat.
 
         Groups are policies; every policy the host loaded is a group it serves.
         """
@@ -125,7 +141,13 @@ class Host:
         idle = dict.fromkeys(status.policies if status is not None else (), 0)
         for group in pool.groups if pool is not None else ():
             idle[group.policy] = idle.get(group.policy, 0) + group.idle - group.idle_bound
-        fresh = {name: max(0, n - self.sent_since_beat) for name, n in idle.items()}
+        return {name: max(0, n - self.sent_since_beat) for name, n in idle.items()}
+
+    def load(self, max_starts: int) -> HostLoad:
+        """Fresh load for placement: the last heartbeat, less what this router sent since."""
+        status = self.status
+        pool = status.pool if status is not None else None
+        fresh = self.idle_warm()
         return HostLoad(
             host_id=self.node_id,
             healthy=self.state is HostState.HEALTHY,
@@ -154,6 +176,8 @@ class Router:
         self.hosts: dict[str, Host] = {}
         self._beats: asyncio.Task[None] | None = None
         self._starts: set[asyncio.Task[None]] = set()
+        self._tenant_starts: Counter[str] = Counter()
+        self._start_ended = asyncio.Event()  # set (and replaced) when a start ends
         self.on_change: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------------ hosts
@@ -365,16 +389,40 @@ class Router:
                 f"no healthy host in the fleet can take this request{tried}; hosts down: "
                 f"{self._down() or 'none known'}"
             )
-        host = candidates[chosen.host_id]
-        host.sent_since_beat += 1
-        return host
+        return candidates[chosen.host_id]
 
-    async def call(self, method: str, *args: Any, policy: str, kind: str) -> Any:
+    async def _place(self, policy: str, tenant: str, exclude: set[Host]) -> tuple[Host, bool]:
+        """A host for one call of ``tenant``, and whether the call creates a container there.
+
+        A call that would create one while the tenant has ``max_starts_in_flight`` such
+        calls in flight waits, placing again when one ends or a heartbeat brings news.
+        """
+        limit = self.config.max_starts_in_flight(tenant)
+        while True:
+            host = self.choose(policy, exclude=exclude)
+            starts = host.idle_warm().get(policy, 0) == 0
+            if not starts or self._tenant_starts[tenant] < limit:
+                host.sent_since_beat += 1
+                if starts:
+                    self._tenant_starts[tenant] += 1
+                    TENANT_STARTS.labels(tenant).set(self._tenant_starts[tenant])
+                return host, starts
+            START_WAITS.labels(tenant).inc()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._start_ended.wait(), self.heartbeat_s)
+
+    def _start_done(self, tenant: str) -> None:
+        self._tenant_starts[tenant] -= 1
+        TENANT_STARTS.labels(tenant).set(self._tenant_starts[tenant])
+        ended, self._start_ended = self._start_ended, asyncio.Event()
+        ended.set()
+
+    async def call(self, method: str, *args: Any, policy: str, kind: str, tenant: str) -> Any:
         """Run ``method`` of a chosen host's agent; see the module docstring for failures."""
-        return (await self.placed_call(method, *args, policy=policy, kind=kind))[1]
+        return (await self.placed_call(method, *args, policy=policy, kind=kind, tenant=tenant))[1]
 
     async def placed_call(
-        self, method: str, *args: Any, policy: str, kind: str
+        self, method: str, *args: Any, policy: str, kind: str, tenant: str
     ) -> tuple[Host, Any]:
         """:meth:`call`, also saying which host answered.
 
@@ -384,7 +432,7 @@ class Router:
         tried: set[Host] = set()
         losses = 0
         while True:
-            host = self.choose(policy, exclude=tried)
+            host, starts = await self._place(policy, tenant, tried)
             tried.add(host)
             try:
                 reply = await self._send(host, method, *args)
@@ -398,6 +446,9 @@ class Router:
                     ) from None
                 REROUTED.inc()
                 continue
+            finally:
+                if starts:
+                    self._start_done(tenant)
             if reply.code == DRAINING:
                 host.state, host.reason = HostState.DRAINING, "draining"
                 continue

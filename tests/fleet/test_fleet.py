@@ -206,6 +206,59 @@ def test_metrics_gather_every_host_under_its_host_label(fleet: Service) -> None:
     assert all("host" in s.labels for s in by_name["sandbox_fleet_routed"].samples)
 
 
+def _burst(fleet: Service, tenant: str, n: int) -> tuple[list[int], float]:
+    """``n`` concurrent runs of half a second for ``tenant``: their statuses, and the most
+    container-creating calls the router had in flight for the tenant meanwhile."""
+    statuses: list[int] = []
+    peak = [0.0]
+    done = threading.Event()
+
+    def watch() -> None:
+        with client(fleet) as http:
+            while not done.is_set():
+                text = http.get("/metrics").text
+                gauge = metric(text, "sandbox_fleet_tenant_starts_in_flight", tenant=tenant)
+                peak[0] = max(peak[0], gauge)
+
+    def run() -> None:
+        with client(fleet, tenant) as http:
+            code = "import time; time.sleep(0.5); print(1)"
+            statuses.append(http.post("/v1/run", json={"code": code}).status_code)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    runs = [threading.Thread(target=run) for _ in range(n)]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(120)
+    done.set()
+    watcher.join(30)
+    return statuses, peak[0]
+
+
+def test_a_tenants_container_starts_are_bounded_fleet_wide(fleet: Service) -> None:
+    """``starter`` may have 1 container creation in flight in the whole fleet (the test
+    config): a burst over the warm containers waits for it; another tenant does not."""
+    with client(fleet) as http:
+        waits_before = metric(
+            http.get("/metrics").text, "sandbox_fleet_start_waits_total", tenant="starter"
+        )
+    statuses, peak = _burst(fleet, "starter", 12)
+    assert statuses == [200] * 12
+    assert peak == 1
+    with client(fleet) as http:
+        text = http.get("/metrics").text
+    assert metric(text, "sandbox_fleet_start_waits_total", tenant="starter") > waits_before
+    assert metric(text, "sandbox_fleet_tenant_starts_in_flight", tenant="starter") == 0
+    statuses, peak = _burst(fleet, "alice", 12)  # the default bound, 32: several at once
+    assert statuses == [200] * 12
+    assert peak > 1
+    with client(fleet) as http:
+        text = http.get("/metrics").text
+    assert metric(text, "sandbox_fleet_start_waits_total", tenant="alice") == 0
+
+
 def test_an_unknown_class_is_422_and_one_above_the_tenants_is_403(fleet: Service) -> None:
     with client(fleet, "trainer") as http:
         unknown = http.post("/v1/run", json={"code": "1"}, headers={"X-Priority-Class": "vip"})
