@@ -31,7 +31,7 @@ from sandbox.core.sessions import Command, SessionInfo, SessionSpec
 from sandbox.errors import NotFoundError
 from sandbox.fleet.channel import ChannelServer
 from sandbox.fleet.config import WarmSettings
-from sandbox.fleet.warm import WarmSizer
+from sandbox.fleet.warm import ElasticWarm, WarmSizer
 from sandbox.fleet.wire import Reply
 from sandbox.judge.judge import JudgeRequest
 from sandbox.service.platform import Platform, PlatformSettings
@@ -102,7 +102,7 @@ class HostAgent:
             if self.platform is not None:
                 return Reply()
             try:
-                platform = Platform(self.settings)
+                platform = Platform(self.settings, refill=ElasticWarm(self.sizer, self._slots))
                 await platform.start()
             except Exception as exc:
                 return Reply.failure(exc, self.name)
@@ -133,9 +133,7 @@ class HostAgent:
             started=platform is not None,
             draining=self._draining,
             released=self._released,
-            slots=max((p.pool.max for p in platform.policies.values()), default=0)
-            if live and platform
-            else 0,
+            slots=self._slots() if live else 0,
             in_flight=self._in_flight,
             sessions=platform.sessions.count if live and platform else 0,
             pool=platform.pool.status() if live and platform else None,
@@ -144,9 +142,16 @@ class HostAgent:
             reported_at=time.time(),
         )
 
+    def _slots(self) -> int:
+        """Execution slots of this host: the largest pool of its policies."""
+        platform = self.platform
+        policies = platform.policies.values() if platform is not None else ()
+        return max((p.pool.max for p in policies), default=0)
+
     def resize(self) -> None:
-        """Set each group's warm target from its measured arrival rate (Little's law, within
-        the fleet's floor and the policy's ``max``): a burst raises it, idleness lowers it."""
+        """Set each group's warm target from its measured arrival rate and start time
+        (Little's law, within the fleet's floor and the policy's ``max``): a burst raises
+        it, idleness lowers it."""
         assert self.platform is not None
         pool, policies = self.platform.pool, self.platform.policies
         for group in pool.status().groups:

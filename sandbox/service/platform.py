@@ -26,6 +26,7 @@ from sandbox.core.pool import (
     DEFAULT_MAX_WAITERS,
     DEFAULT_START_CONCURRENCY,
     Pool,
+    RefillHook,
 )
 from sandbox.core.sessions import SessionManager
 from sandbox.core.snapshots import DEFAULT_BUDGET_BYTES, DEFAULT_TTL_S, SnapshotStore
@@ -105,7 +106,9 @@ class Platform:
         settings: PlatformSettings | None = None,
         *,
         policies: Mapping[str, Policy] | None = None,
+        refill: RefillHook | None = None,
     ) -> None:
+        """``refill``: the pool's elastic sizing (a fleet host's); else the policies' warm."""
         self.settings = settings or PlatformSettings()
         self.policies = (
             dict(policies) if policies is not None else load_policy_dir(self.settings.policies_dir)
@@ -126,6 +129,7 @@ class Platform:
             start_concurrency=self.settings.start_concurrency,
             lease_timeout_s=self.settings.lease_timeout_s,
             quotas=self.keyring.quotas,
+            refill=refill,
         )
         self.audit = AuditLog(self.settings.audit_path)
         self.execution = ExecutionService(self.pool, self.policies, self.image, self.audit)
