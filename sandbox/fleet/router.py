@@ -177,6 +177,7 @@ class Router:
         self._beats: asyncio.Task[None] | None = None
         self._starts: set[asyncio.Task[None]] = set()
         self._tenant_starts: Counter[str] = Counter()
+        self._homes: dict[tuple[str, str], str] = {}  # (tenant, policy) -> host last serving it
         self._start_ended = asyncio.Event()  # set (and replaced) when a start ends
         self.on_change: Callable[[], None] = lambda: None
 
@@ -374,13 +375,24 @@ class Router:
         """Execution slots of the healthy hosts (the scheduler's capacity)."""
         return sum(h.status.slots for h in self.healthy() if h.status is not None)
 
-    def choose(self, policy: str, *, exclude: set[Host] | None = None) -> Host:
-        """Best of K sampled healthy hosts on fresh load for ``policy`` (503 when none)."""
+    def choose(
+        self, policy: str, *, exclude: set[Host] | None = None, tenant: str | None = None
+    ) -> Host:
+        """Best of K sampled healthy hosts on fresh load for ``policy`` (503 when none);
+        ``tenant`` stays on the host that last served it unless that is loaded more."""
         exclude = exclude or set()
         candidates = {h.node_id: h for h in self.healthy() if h not in exclude}
         max_starts = self.config.quotas.max_starts_in_flight_per_host
         loads = [h.load(max_starts) for h in candidates.values()]
-        chosen = choose_host(loads, policy, k=self.config.placement.k, rng=self.rng)
+        placement = self.config.placement
+        chosen = choose_host(
+            loads,
+            policy,
+            k=placement.k,
+            rng=self.rng,
+            affinity=self._homes.get((tenant, policy)) if tenant is not None else None,
+            affinity_margin=placement.affinity_margin,
+        )
         if chosen is None and loads:  # every host is at its bound of starts: take the least busy
             chosen = min(loads, key=lambda load: (load.starts_in_flight, load.busy))
         if chosen is None:
@@ -399,7 +411,7 @@ class Router:
         """
         limit = self.config.max_starts_in_flight(tenant)
         while True:
-            host = self.choose(policy, exclude=exclude)
+            host = self.choose(policy, exclude=exclude, tenant=tenant)
             starts = host.idle_warm().get(policy, 0) == 0
             if not starts or self._tenant_starts[tenant] < limit:
                 host.sent_since_beat += 1
@@ -455,6 +467,7 @@ class Router:
             if reply.code == "capacity_exhausted" and self._others(tried):
                 continue  # no room there: another host may have some
             self._answered(host, kind)
+            self._homes[(tenant, policy)] = host.node_id  # its container is bound there now
             return host, reply.unwrap()
 
     @staticmethod

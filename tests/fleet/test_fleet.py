@@ -259,6 +259,25 @@ def test_a_tenants_container_starts_are_bounded_fleet_wide(fleet: Service) -> No
     assert metric(text, "sandbox_fleet_start_waits_total", tenant="alice") == 0
 
 
+def test_a_tenant_stays_on_the_host_that_holds_its_containers(fleet: Service) -> None:
+    """Affinity: one tenant's runs one after another, on an idle fleet, all go to one host."""
+    runs = 15
+    with client(fleet) as http:
+        hosts = [h["name"] for h in fleet_status(http)["hosts"]]
+        before = http.get("/metrics").text
+    with client(fleet, "light") as http:
+        for _ in range(runs):
+            assert http.post("/v1/run", json={"code": "print(1)"}).status_code == 200
+    with client(fleet) as http:
+        after = http.get("/metrics").text
+    per_host = {
+        name: metric(after, "sandbox_fleet_routed_total", host=name, kind="run")
+        - metric(before, "sandbox_fleet_routed_total", host=name, kind="run")
+        for name in hosts
+    }
+    assert sorted(per_host.values()) == [0, 0, runs], per_host
+
+
 def test_an_unknown_class_is_422_and_one_above_the_tenants_is_403(fleet: Service) -> None:
     with client(fleet, "trainer") as http:
         unknown = http.post("/v1/run", json={"code": "1"}, headers={"X-Priority-Class": "vip"})
