@@ -217,10 +217,7 @@ class HostAgent:
     # ------------------------------------------------------------------ observability
 
     async def audit_query(self, **filters: Any) -> Reply:
-        async def query(p: Platform) -> Any:
-            return await asyncio.to_thread(lambda: p.audit.query(**filters))
-
-        return await self._serve(query, new=False)
+        return await self._serve(lambda p: p.audit_query(**filters), new=False)
 
     async def metrics(self) -> bytes:
         """This host's Prometheus text (executions, judgements, pool)."""

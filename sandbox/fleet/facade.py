@@ -28,6 +28,7 @@ from sandbox.errors import ContainerLostError, NotFoundError
 from sandbox.fleet.admission import Admission
 from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.router import NAMESPACE, FleetStatus, Host, Router
+from sandbox.fleet.wire import Reply
 from sandbox.judge.batches import Evaluator
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
 from sandbox.policy import Policy, load_policy_dir
@@ -226,10 +227,12 @@ class FleetAudit:
     def __init__(self, router: Router) -> None:
         self.router = router
 
-    def query(self, *, limit: int = 100, **filters: Any) -> list[AuditRecord]:
-        """The hosts' records, newest first (a blocking call: run it in a thread)."""
-        refs = [h.actor.audit_query.remote(limit=limit, **filters) for h in self.router.healthy()]
-        records = [r for reply in ray.get(refs) for r in reply.unwrap()]
+    async def query(self, *, limit: int = 100, **filters: Any) -> list[AuditRecord]:
+        """The healthy hosts' records, asked of all at once, newest first."""
+        replies: list[Reply] = await asyncio.gather(
+            *(h.actor.audit_query.remote(limit=limit, **filters) for h in self.router.healthy())
+        )
+        records = [r for reply in replies for r in reply.unwrap()]
         return sorted(records, key=lambda r: r.time, reverse=True)[:limit]
 
 
@@ -288,6 +291,10 @@ class FleetPlatform:
 
     def policy_names(self) -> list[str]:
         return sorted(self.policies)
+
+    async def audit_query(self, **filters: Any) -> list[AuditRecord]:
+        """Audit records of every healthy host, newest first (``AuditLog.query``'s filters)."""
+        return await self.audit.query(**filters)
 
     async def metrics(self) -> bytes:
         """The hosts' metrics, each with its ``host`` label, and the router's own."""

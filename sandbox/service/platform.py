@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,7 +40,7 @@ from sandbox.languages import LANGUAGES
 from sandbox.policy import Policy, load_policy_dir
 from sandbox.service.tenants import Keyring
 from sandbox.telemetry import metrics
-from sandbox.telemetry.audit import AuditLog
+from sandbox.telemetry.audit import AuditLog, AuditRecord
 
 logger = logging.getLogger(__name__)
 
@@ -231,6 +232,10 @@ class Platform:
 
     def policy_names(self) -> Sequence[str]:
         return sorted(self.policies)
+
+    async def audit_query(self, **filters: Any) -> list[AuditRecord]:
+        """Audit records, newest first (the filters of :meth:`AuditLog.query`), off the loop."""
+        return await asyncio.to_thread(lambda: self.audit.query(**filters))
 
     async def metrics(self) -> bytes:
         """Prometheus text: executions by status, latency histograms, pool sizes, queue depth."""

@@ -263,6 +263,10 @@ def test_a_tenant_stays_on_the_host_that_holds_its_containers(fleet: Service) ->
     """Affinity: one tenant's runs one after another, on an idle fleet, all go to one host."""
     runs = 15
     with client(fleet) as http:
+        deadline = time.monotonic() + 60
+        while any(h["busy"] or h["in_flight"] for h in fleet_status(http)["hosts"]):
+            assert time.monotonic() < deadline, "the fleet did not go idle"
+            time.sleep(0.2)
         hosts = [h["name"] for h in fleet_status(http)["hosts"]]
         before = http.get("/metrics").text
     with client(fleet, "light") as http:
@@ -276,6 +280,21 @@ def test_a_tenant_stays_on_the_host_that_holds_its_containers(fleet: Service) ->
         for name in hosts
     }
     assert sorted(per_host.values()) == [0, 0, runs], per_host
+
+
+def test_audit_reads_every_hosts_log_as_one(fleet: Service) -> None:
+    """``starter``'s 12 runs went to several hosts: /v1/audit has all 12, newest first."""
+    with client(fleet) as http:  # alice is an admin: she may read another tenant's records
+        response = http.get("/v1/audit", params={"tenant": "starter", "kind": "run"})
+        assert response.status_code == 200, response.text
+        records = response.json()
+        limited = http.get("/v1/audit", params={"tenant": "starter", "limit": 5}).json()
+    assert len(records) == 12 and {r["tenant"] for r in records} == {"starter"}
+    times = [r["time"] for r in records]
+    assert times == sorted(times, reverse=True)
+    assert [r["time"] for r in limited] == times[:5]
+    with client(fleet, "light") as http:  # and a tenant reads only its own
+        assert {r["tenant"] for r in http.get("/v1/audit").json()} == {"light"}
 
 
 def test_an_unknown_class_is_422_and_one_above_the_tenants_is_403(fleet: Service) -> None:
