@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -33,6 +32,6 @@ async def audit(
     if of_tenant is not None and of_tenant != tenant.name and not tenant.config.admin:
         raise ForbiddenError("only an admin key may read another tenant's audit records")
     scope = of_tenant if tenant.config.admin else tenant.name
-    return await asyncio.to_thread(
-        lambda: platform.audit.query(tenant=scope, kind=kind, since=since, until=until, limit=limit)
+    return await platform.audit_query(
+        tenant=scope, kind=kind, since=since, until=until, limit=limit
     )

@@ -5,8 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from sandbox.telemetry import metrics
-
 from ..deps import PlatformDep
 from ..routing import TextJSONRoute
 
@@ -31,22 +29,8 @@ async def healthz(platform: PlatformDep) -> Health:
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
 async def prometheus_metrics(platform: PlatformDep) -> Response:
-    """Prometheus text format: executions by status, latency histograms, pool sizes, queue depth."""
-    status = platform.pool.status()
-    metrics.observe_pool(
-        [
-            (
-                group.policy,
-                group.image,
-                {
-                    "idle": group.idle,
-                    "busy": group.busy,
-                    "starting": group.starting,
-                    "resetting": group.resetting,
-                },
-            )
-            for group in status.groups
-        ],
-        status.waiting,
-    )
-    return Response(metrics.exposition(), media_type="text/plain; version=0.0.4")
+    """Prometheus text format: executions by status, latency histograms, pool sizes, queue depth.
+
+    On a fleet: every healthy host's metrics with a ``host`` label, and the router's own.
+    """
+    return Response(await platform.metrics(), media_type="text/plain; version=0.0.4")

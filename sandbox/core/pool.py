@@ -13,6 +13,9 @@
 - When every sandbox is busy, leases wait in a bounded queue; past the bound,
   or past the lease timeout, :class:`~sandbox.errors.CapacityError` tells the
   caller when to retry.
+- A :class:`RefillHook` (a fleet host's elastic sizing) is told how long each
+  sandbox took to create and may hold warm refills back; without one (the
+  single host) refills start as soon as a start slot is free.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -52,6 +55,17 @@ BOUND_IDLE_TTL_S = 300.0
 REFILL_BACKOFF_S = 2.0
 # Errors about the request itself, raised after a clean answer from the runner.
 _REQUEST_ERRORS = (InvalidRequestError, LimitError, NotFoundError)
+
+
+class RefillHook(Protocol):
+    """What a pool tells an elastic sizer, and asks it before each warm refill."""
+
+    def started(self, policy: str, seconds: float) -> None:
+        """A sandbox of ``policy`` took ``seconds`` to create and start."""
+
+    def may_refill(self, policy: str, busy: int, starting: int) -> bool:
+        """Whether to start one more warm sandbox of ``policy`` now, with ``busy``
+        sandboxes leased in the whole pool and ``starting`` of the group starting."""
 
 
 @dataclass(eq=False)
@@ -179,9 +193,11 @@ class Pool:
         lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
         health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
         quotas: QuotaLookup = unlimited,
+        refill: RefillHook | None = None,
     ) -> None:
         self.backend = backend
         self.quotas = quotas
+        self.refill = refill
         self._held: Counter[str] = Counter()  # sandboxes each tenant holds or is starting
         self.max_waiters = max_waiters
         self.lease_timeout_s = lease_timeout_s
@@ -368,6 +384,7 @@ class Pool:
 
     async def _create(self, group: _Group) -> Sandbox | None:
         """Create and start one sandbox; ``None`` (logged and counted) if that failed."""
+        started = time.monotonic()
         try:
             sandbox = await self.backend.create(group.image, group.policy)
         except SandboxError as exc:
@@ -379,6 +396,8 @@ class Pool:
             group.create_failures_total += 1
             return None
         group.created_total += 1
+        if self.refill is not None:
+            self.refill.started(group.policy.name, time.monotonic() - started)
         return sandbox
 
     def set_warm_target(self, image: str, policy: Policy, target: int) -> int:
@@ -397,9 +416,19 @@ class Pool:
     def _refill(self, group: _Group) -> None:
         if self._closed:
             return
-        while group.unbound_ready < group.warm and group.total < group.policy.pool.max:
+        while (
+            group.unbound_ready < group.warm
+            and group.total < group.policy.pool.max
+            and self._may_refill(group)
+        ):
             group.starting += 1
             self._spawn(self._start(group))
+
+    def _may_refill(self, group: _Group) -> bool:
+        if self.refill is None:
+            return True
+        busy = sum(g.busy for g in self._groups.values())
+        return self.refill.may_refill(group.policy.name, busy, group.starting)
 
     async def _start(self, group: _Group, claim: asyncio.Future[_Slot] | None = None) -> None:
         """Start one sandbox already counted in ``starting``, and place it.
@@ -434,6 +463,8 @@ class Pool:
         if sandbox is None and claim is None:
             await asyncio.sleep(REFILL_BACKOFF_S)
             self._refill(group)
+        elif claim is None and self.refill is not None:
+            self._refill(group)  # a refill the hook held back may go now
 
     def _release(self, group: _Group, slot: _Slot, retire_reason: str | None) -> None:
         group.busy -= 1

@@ -7,6 +7,8 @@ exactly as the single-host service would. Its containers carry this actor
 process's owner label: the platform's start-up sweep removes only those of dead
 owners, and the watchdog the platform spawns removes this agent's when its
 process dies, however it dies. Every answer is a :class:`~sandbox.fleet.wire.Reply`.
+Runs and judgements also come on the agent's direct channel
+(:mod:`sandbox.fleet.channel`), which skips the cost of a Ray call.
 
 This module imports no Ray: ``ray.remote(HostAgent)`` is applied by the router.
 """
@@ -27,8 +29,9 @@ from sandbox.core.execution import RunRequest
 from sandbox.core.pool import PoolStatus
 from sandbox.core.sessions import Command, SessionInfo, SessionSpec
 from sandbox.errors import NotFoundError
+from sandbox.fleet.channel import ChannelServer
 from sandbox.fleet.config import WarmSettings
-from sandbox.fleet.warm import WarmSizer
+from sandbox.fleet.warm import ElasticWarm, WarmSizer
 from sandbox.fleet.wire import Reply
 from sandbox.judge.judge import JudgeRequest
 from sandbox.service.platform import Platform, PlatformSettings
@@ -74,9 +77,14 @@ class HostAgent:
     """The node's platform behind async methods: ``start`` once, then calls, then ``drain``."""
 
     def __init__(
-        self, settings: Mapping[str, Any], node_id: str, warm: Mapping[str, Any] | None = None
+        self,
+        settings: Mapping[str, Any],
+        node_id: str,
+        warm: Mapping[str, Any] | None = None,
+        address: str = "127.0.0.1",
     ) -> None:
         self.node_id = node_id
+        self._channel = ChannelServer(self, address)
         self.sizer = WarmSizer(WarmSettings.model_validate(warm or {}))
         self.name = f"{socket.gethostname()}/{node_id[:8]}"
         self.settings = agent_settings(PlatformSettings.model_validate(settings), node_id)
@@ -94,7 +102,7 @@ class HostAgent:
             if self.platform is not None:
                 return Reply()
             try:
-                platform = Platform(self.settings)
+                platform = Platform(self.settings, refill=ElasticWarm(self.sizer, self._slots))
                 await platform.start()
             except Exception as exc:
                 return Reply.failure(exc, self.name)
@@ -102,7 +110,14 @@ class HostAgent:
             logger.info("host agent %s ready (owner %s)", self.name, platform.backend.owner)
             return Reply()
 
-    def status(self) -> HostStatus:
+    async def channel(self) -> Reply:
+        """The port and token of this agent's direct channel (listening from the first call)."""
+        try:
+            return Reply(value=(await self._channel.start(), self._channel.token))
+        except OSError as exc:
+            return Reply.failure(exc, self.name)
+
+    async def status(self) -> HostStatus:
         """This host's load: pool groups (idle warm, busy, starting, waiting), calls in flight.
 
         Each heartbeat also resizes the warm pools (:meth:`resize`).
@@ -118,9 +133,7 @@ class HostAgent:
             started=platform is not None,
             draining=self._draining,
             released=self._released,
-            slots=max((p.pool.max for p in platform.policies.values()), default=0)
-            if live and platform
-            else 0,
+            slots=self._slots() if live else 0,
             in_flight=self._in_flight,
             sessions=platform.sessions.count if live and platform else 0,
             pool=platform.pool.status() if live and platform else None,
@@ -129,9 +142,16 @@ class HostAgent:
             reported_at=time.time(),
         )
 
+    def _slots(self) -> int:
+        """Execution slots of this host: the largest pool of its policies."""
+        platform = self.platform
+        policies = platform.policies.values() if platform is not None else ()
+        return max((p.pool.max for p in policies), default=0)
+
     def resize(self) -> None:
-        """Set each group's warm target from its measured arrival rate (Little's law, within
-        the fleet's floor and the policy's ``max``): a burst raises it, idleness lowers it."""
+        """Set each group's warm target from its measured arrival rate and start time
+        (Little's law, within the fleet's floor and the policy's ``max``): a burst raises
+        it, idleness lowers it."""
         assert self.platform is not None
         pool, policies = self.platform.pool, self.platform.policies
         for group in pool.status().groups:
@@ -197,14 +217,14 @@ class HostAgent:
     # ------------------------------------------------------------------ observability
 
     async def audit_query(self, **filters: Any) -> Reply:
-        async def query(p: Platform) -> Any:
-            return await asyncio.to_thread(lambda: p.audit.query(**filters))
+        return await self._serve(lambda p: p.audit_query(**filters), new=False)
 
-        return await self._serve(query, new=False)
-
-    def metrics(self) -> bytes:
+    async def metrics(self) -> bytes:
         """This host's Prometheus text (executions, judgements, pool)."""
-        return metrics.exposition()
+        platform = self.platform
+        if platform is None or self._released:
+            return metrics.exposition()
+        return await platform.metrics()
 
     # ------------------------------------------------------------------ drain
 
@@ -224,5 +244,6 @@ class HostAgent:
             self._released = True
             with contextlib.suppress(Exception):
                 await platform.close()
+            await self._channel.close()
         logger.info("host agent %s drained and released", self.name)
-        return self.status()
+        return await self.status()

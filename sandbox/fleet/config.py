@@ -38,6 +38,8 @@ DEFAULT_STARTS_PER_HOST: Final = 3
 DEFAULT_STARTS_PER_TENANT: Final = 32
 MAX_K: Final = 32
 DEFAULT_K: Final = 3
+MAX_AFFINITY_MARGIN: Final = 100.0
+DEFAULT_AFFINITY_MARGIN: Final = 0.25
 MIN_HEARTBEAT_S: Final = 0.05
 MAX_HEARTBEAT_S: Final = 300.0
 DEFAULT_HEARTBEAT_S: Final = 1.0
@@ -124,9 +126,13 @@ class Quotas(_Section):
 
 
 class PlacementSettings(_Section):
-    """How many hosts each placement samples (best of K)."""
+    """How many hosts each placement samples (best of K), and how much more loaded (per slot)
+    a tenant's host may be than the best of them and still keep the tenant."""
 
     k: int = Field(default=DEFAULT_K, ge=1, le=MAX_K)
+    affinity_margin: float = Field(
+        default=DEFAULT_AFFINITY_MARGIN, ge=0, le=MAX_AFFINITY_MARGIN, allow_inf_nan=False
+    )
 
 
 class HealthSettings(_Section):

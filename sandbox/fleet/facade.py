@@ -28,6 +28,7 @@ from sandbox.errors import ContainerLostError, NotFoundError, UnsupportedError
 from sandbox.fleet.admission import Admission
 from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.router import NAMESPACE, FleetStatus, Host, Router
+from sandbox.fleet.wire import Reply
 from sandbox.judge.batches import Evaluator
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
 from sandbox.policy import Policy, load_policy_dir
@@ -103,7 +104,7 @@ class FleetExecution(ExecutionService):
         try:
             async with self.admission.slot(tenant):
                 built, ran = await self.router.call(
-                    "run_program", request, tenant, policy=request.policy, kind="run"
+                    "run_program", request, tenant, policy=request.policy, kind="run", tenant=tenant
                 )
         except ContainerLostError as exc:
             return None, ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
@@ -125,7 +126,7 @@ class FleetJudge(Judge):
         try:
             async with self.admission.slot(tenant):
                 result: JudgeResult = await self.router.call(
-                    "judge", request, tenant, policy=request.policy, kind="judge"
+                    "judge", request, tenant, policy=request.policy, kind="judge", tenant=tenant
                 )
         except ContainerLostError as exc:
             return unjudged(request, str(exc), started)
@@ -169,7 +170,7 @@ class FleetSessions:
             )
         else:
             host, info = await self.router.placed_call(
-                "session_create", spec, tenant, policy=spec.policy, kind="session"
+                "session_create", spec, tenant, policy=spec.policy, kind="session", tenant=tenant
             )
         session = self._sessions[info.id] = _Remote(tenant, host, info)
         return session
@@ -231,10 +232,12 @@ class FleetAudit:
     def __init__(self, router: Router) -> None:
         self.router = router
 
-    def query(self, *, limit: int = 100, **filters: Any) -> list[AuditRecord]:
-        """The hosts' records, newest first (a blocking call: run it in a thread)."""
-        refs = [h.actor.audit_query.remote(limit=limit, **filters) for h in self.router.healthy()]
-        records = [r for reply in ray.get(refs) for r in reply.unwrap()]
+    async def query(self, *, limit: int = 100, **filters: Any) -> list[AuditRecord]:
+        """The healthy hosts' records, asked of all at once, newest first."""
+        replies: list[Reply] = await asyncio.gather(
+            *(h.actor.audit_query.remote(limit=limit, **filters) for h in self.router.healthy())
+        )
+        records = [r for reply in replies for r in reply.unwrap()]
         return sorted(records, key=lambda r: r.time, reverse=True)[:limit]
 
 
@@ -293,6 +296,14 @@ class FleetPlatform:
 
     def policy_names(self) -> list[str]:
         return sorted(self.policies)
+
+    async def audit_query(self, **filters: Any) -> list[AuditRecord]:
+        """Audit records of every healthy host, newest first (``AuditLog.query``'s filters)."""
+        return await self.audit.query(**filters)
+
+    async def metrics(self) -> bytes:
+        """The hosts' metrics, each with its ``host`` label, and the router's own."""
+        return await self.router.metrics()
 
     def fleet_status(self) -> FleetStatus:
         return self.router.status()

@@ -11,7 +11,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .config import DEFAULT_STARTS_PER_HOST
+from .config import DEFAULT_AFFINITY_MARGIN, DEFAULT_STARTS_PER_HOST
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +55,14 @@ def _has_room(host: HostLoad, group: str) -> bool:
     return host.idle_warm[group] > 0 or host.busy + host.queue_depth < host.slots
 
 
+def _load(host: HostLoad) -> float:
+    """Executions running or queued per slot."""
+    return (host.busy + host.queue_depth) / host.slots
+
+
 def _score(host: HostLoad, group: str) -> tuple[int, float, int]:
     """Lower is better: an idle warm container, then load per slot, then starts in flight."""
-    return (
-        0 if host.idle_warm[group] > 0 else 1,
-        (host.busy + host.queue_depth) / host.slots,
-        host.starts_in_flight,
-    )
+    return (0 if host.idle_warm[group] > 0 else 1, _load(host), host.starts_in_flight)
 
 
 def choose_host(
@@ -71,21 +72,29 @@ def choose_host(
     k: int,
     rng: random.Random,
     affinity: str | None = None,
+    affinity_margin: float = DEFAULT_AFFINITY_MARGIN,
 ) -> HostLoad | None:
     """The best of ``k`` eligible hosts sampled at random, or ``None`` if none is eligible.
 
     When none of the sampled hosts has room (an idle warm container for the group, or a
     free slot with no queue), the best host with room is taken if there is one: near
     saturation the few free slots are found instead of queueing behind a busy host.
-    ``affinity`` names a host to keep a tenant or session on: it is chosen when it is
-    eligible and free (an idle warm container for the group, or a slot with no queue).
+    ``affinity`` names the host where a tenant has its containers: it is kept when it is
+    eligible and its load per slot is at most the chosen host's plus ``affinity_margin``.
     """
-    if affinity is not None:
-        for host in hosts:
-            if host.host_id == affinity:
-                if eligible(host, group) and _has_room(host, group):
-                    return host
-                break
+    best = _best(hosts, group, k, rng)
+    if affinity is not None and best is not None and best.host_id != affinity:
+        home = next((h for h in hosts if h.host_id == affinity), None)
+        if (
+            home is not None
+            and eligible(home, group)
+            and _load(home) <= _load(best) + affinity_margin
+        ):
+            return home
+    return best
+
+
+def _best(hosts: Sequence[HostLoad], group: str, k: int, rng: random.Random) -> HostLoad | None:
     candidates: Sequence[HostLoad]
     if len(hosts) > k:
         candidates = [h for h in rng.sample(hosts, k) if eligible(h, group)]

@@ -7,12 +7,17 @@ when another router did) and heartbeats it. A host that misses
 rotation at once and listed as lost with the reason.
 
 Each call goes to a host chosen by best of K sampled healthy hosts on fresh
-load (the last heartbeat plus what this router sent since). Failure semantics:
+load (the last heartbeat plus what this router sent since). Runs and judgements go on
+the agent's direct channel (:mod:`sandbox.fleet.channel`), the rest as Ray actor calls
+(and those too while a host's channel is down). Failure semantics:
 
 * a pure judgement (a run, a judgement, a batch item) running on a host that is
-  lost is sent once more to another host; lost again, it is an infrastructure
-  error (never a wrong answer);
+  lost (its actor died, or its channel broke under the call) is sent once more to
+  another host; lost again, it is an infrastructure error (never a wrong answer);
 * a host that refuses new work (draining) or has no room is skipped for another;
+* a call placed where no warm container is idle for it creates one: each tenant has
+  at most its ``max_starts_in_flight`` such calls in flight fleet-wide, and one more
+  waits for a warm container or for one of them to end;
 * a session lives on one host: its calls go there, and once that host is lost
   they answer :class:`~sandbox.errors.SessionLostError` (410);
 * with no healthy host, :class:`~sandbox.errors.FleetUnavailableError` (503)
@@ -26,6 +31,7 @@ import contextlib
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +47,7 @@ from sandbox.errors import (
     SessionLostError,
 )
 from sandbox.fleet.agent import DRAINING, HostAgent, HostStatus
+from sandbox.fleet.channel import CALLS, ChannelClient, ChannelClosedError
 from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.placement import HostLoad, choose_host
 from sandbox.fleet.scheduler import SchedulerStats
@@ -74,9 +81,33 @@ SCALE_REQUESTS = metrics.Counter(
     "Times the router asked Ray's autoscaler for more sandbox_host resources.",
     registry=metrics.REGISTRY,
 )
+TENANT_STARTS = metrics.Gauge(
+    "sandbox_fleet_tenant_starts_in_flight",
+    "Calls in flight that create a container (none was warm where they went), by tenant.",
+    ["tenant"],
+    registry=metrics.REGISTRY,
+)
+START_WAITS = metrics.Counter(
+    "sandbox_fleet_start_waits_total",
+    "Placements held back because their tenant was at its bound of container starts.",
+    ["tenant"],
+    registry=metrics.REGISTRY,
+)
 HOSTS = metrics.Gauge(
     "sandbox_fleet_hosts", "Hosts of the fleet, by state.", ["state"], registry=metrics.REGISTRY
 )
+QUEUED = metrics.Gauge(
+    "sandbox_fleet_queued",
+    "Requests waiting fleet-wide for an execution slot, by priority class.",
+    ["class"],
+    registry=metrics.REGISTRY,
+)
+
+
+def _why_lost(exc: Exception) -> str:
+    if isinstance(exc, ChannelClosedError):
+        return f"its channel broke under a call ({exc})"
+    return f"actor died ({type(exc).__name__})"
 
 
 @dataclass(eq=False)
@@ -85,6 +116,8 @@ class Host:
 
     node_id: str
     actor: Any
+    address: str = "127.0.0.1"
+    channel: ChannelClient | None = None
     name: str = ""
     state: HostState = HostState.STARTING
     reason: str = ""
@@ -98,8 +131,8 @@ class Host:
     def __post_init__(self) -> None:
         self.name = self.name or self.node_id[:12]
 
-    def load(self, max_starts: int) -> HostLoad:
-        """Fresh load for placement: the last heartbeat, less what this router sent since.
+    def idle_warm(self) -> dict[str, int]:
+        """Unbound idle containers per policy, less the calls this router sent since the beat.
 
         Groups are policies; every policy the host loaded is a group it serves.
         """
@@ -108,7 +141,13 @@ class Host:
         idle = dict.fromkeys(status.policies if status is not None else (), 0)
         for group in pool.groups if pool is not None else ():
             idle[group.policy] = idle.get(group.policy, 0) + group.idle - group.idle_bound
-        fresh = {name: max(0, n - self.sent_since_beat) for name, n in idle.items()}
+        return {name: max(0, n - self.sent_since_beat) for name, n in idle.items()}
+
+    def load(self, max_starts: int) -> HostLoad:
+        """Fresh load for placement: the last heartbeat, less what this router sent since."""
+        status = self.status
+        pool = status.pool if status is not None else None
+        fresh = self.idle_warm()
         return HostLoad(
             host_id=self.node_id,
             healthy=self.state is HostState.HEALTHY,
@@ -137,6 +176,9 @@ class Router:
         self.hosts: dict[str, Host] = {}
         self._beats: asyncio.Task[None] | None = None
         self._starts: set[asyncio.Task[None]] = set()
+        self._tenant_starts: Counter[str] = Counter()
+        self._homes: dict[tuple[str, str], str] = {}  # (tenant, policy) -> host last serving it
+        self._start_ended = asyncio.Event()  # set (and replaced) when a start ends
         self.on_change: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------------ hosts
@@ -156,6 +198,9 @@ class Router:
 
     async def close(self) -> None:
         """Stop watching; the agents (detached actors) keep their pools for the next router."""
+        for host in self.hosts.values():
+            if host.channel is not None:
+                await host.channel.close()
         for task in [self._beats, *self._starts]:
             if task is not None:
                 task.cancel()
@@ -173,20 +218,21 @@ class Router:
             if h.state is not HostState.HEALTHY
         )
 
-    def _nodes(self) -> list[str]:
-        """Alive nodes offering the host resource (a blocking call to the cluster)."""
-        return [
-            n["NodeID"]
+    def _nodes(self) -> dict[str, str]:
+        """Alive nodes offering the host resource, by id, with their address (a blocking
+        call to the cluster)."""
+        return {
+            n["NodeID"]: n["NodeManagerAddress"]
             for n in ray.nodes()
             if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1
-        ]
+        }
 
     async def _discover(self) -> None:
-        alive = set(await asyncio.to_thread(self._nodes))
+        alive = await asyncio.to_thread(self._nodes)
         for node_id, host in self.hosts.items():
             if node_id not in alive and host.state is not HostState.LOST:
                 self._lose(host, "its node left the cluster")
-        for node_id in sorted(alive - set(self.hosts)):
+        for node_id in sorted(set(alive) - set(self.hosts)):
             actor = (
                 ray.remote(HostAgent)
                 .options(
@@ -204,9 +250,10 @@ class Router:
                     self.settings.model_dump(mode="json"),
                     node_id,
                     self.config.warm.model_dump(mode="json"),
+                    alive[node_id],
                 )
             )
-            host = Host(node_id=node_id, actor=actor)
+            host = Host(node_id=node_id, actor=actor, address=alive[node_id])
             self.hosts[node_id] = host
             task = asyncio.create_task(self._start_agent(host))
             self._starts.add(task)
@@ -216,6 +263,7 @@ class Router:
         try:
             reply: Reply = await asyncio.wait_for(host.actor.start.remote(), AGENT_START_TIMEOUT_S)
             reply.unwrap()
+            await self._open_channel(host)
             await self._beat(host)
         except RayActorError as exc:
             self._lose(host, f"the agent died while starting: {type(exc).__name__}")
@@ -281,6 +329,8 @@ class Router:
             return
         host.status, host.name, host.misses, host.sent_since_beat = status, status.name, 0, 0
         host.last_beat = time.monotonic()
+        if host.channel is None or host.channel.closed:
+            await self._open_channel(host)
         if status.released:
             host.state, host.reason = HostState.DRAINED, "drained"
         elif status.draining:
@@ -289,6 +339,17 @@ class Router:
             if host.state is HostState.LOST:
                 logger.warning("fleet host %s answers again: back in rotation", host.name)
             host.state, host.reason = HostState.HEALTHY, ""
+
+    async def _open_channel(self, host: Host) -> None:
+        """Open the direct channel to ``host``; without one its calls go through Ray."""
+        try:
+            port, token = (await host.actor.channel.remote()).unwrap()
+            host.channel = await ChannelClient.open(host.address, port, token)
+        except Exception as exc:  # a dead actor is the heartbeat's to find
+            host.channel = None
+            logger.warning(
+                "fleet host %s: no direct channel (%s); calls go through Ray", host.name, exc
+            )
 
     def _lose(self, host: Host, why: str) -> None:
         if host.state is not HostState.LOST:
@@ -314,13 +375,24 @@ class Router:
         """Execution slots of the healthy hosts (the scheduler's capacity)."""
         return sum(h.status.slots for h in self.healthy() if h.status is not None)
 
-    def choose(self, policy: str, *, exclude: set[Host] | None = None) -> Host:
-        """Best of K sampled healthy hosts on fresh load for ``policy`` (503 when none)."""
+    def choose(
+        self, policy: str, *, exclude: set[Host] | None = None, tenant: str | None = None
+    ) -> Host:
+        """Best of K sampled healthy hosts on fresh load for ``policy`` (503 when none);
+        ``tenant`` stays on the host that last served it unless that is loaded more."""
         exclude = exclude or set()
         candidates = {h.node_id: h for h in self.healthy() if h not in exclude}
         max_starts = self.config.quotas.max_starts_in_flight_per_host
         loads = [h.load(max_starts) for h in candidates.values()]
-        chosen = choose_host(loads, policy, k=self.config.placement.k, rng=self.rng)
+        placement = self.config.placement
+        chosen = choose_host(
+            loads,
+            policy,
+            k=placement.k,
+            rng=self.rng,
+            affinity=self._homes.get((tenant, policy)) if tenant is not None else None,
+            affinity_margin=placement.affinity_margin,
+        )
         if chosen is None and loads:  # every host is at its bound of starts: take the least busy
             chosen = min(loads, key=lambda load: (load.starts_in_flight, load.busy))
         if chosen is None:
@@ -329,16 +401,40 @@ class Router:
                 f"no healthy host in the fleet can take this request{tried}; hosts down: "
                 f"{self._down() or 'none known'}"
             )
-        host = candidates[chosen.host_id]
-        host.sent_since_beat += 1
-        return host
+        return candidates[chosen.host_id]
 
-    async def call(self, method: str, *args: Any, policy: str, kind: str) -> Any:
+    async def _place(self, policy: str, tenant: str, exclude: set[Host]) -> tuple[Host, bool]:
+        """A host for one call of ``tenant``, and whether the call creates a container there.
+
+        A call that would create one while the tenant has ``max_starts_in_flight`` such
+        calls in flight waits, placing again when one ends or a heartbeat brings news.
+        """
+        limit = self.config.max_starts_in_flight(tenant)
+        while True:
+            host = self.choose(policy, exclude=exclude, tenant=tenant)
+            starts = host.idle_warm().get(policy, 0) == 0
+            if not starts or self._tenant_starts[tenant] < limit:
+                host.sent_since_beat += 1
+                if starts:
+                    self._tenant_starts[tenant] += 1
+                    TENANT_STARTS.labels(tenant).set(self._tenant_starts[tenant])
+                return host, starts
+            START_WAITS.labels(tenant).inc()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._start_ended.wait(), self.heartbeat_s)
+
+    def _start_done(self, tenant: str) -> None:
+        self._tenant_starts[tenant] -= 1
+        TENANT_STARTS.labels(tenant).set(self._tenant_starts[tenant])
+        ended, self._start_ended = self._start_ended, asyncio.Event()
+        ended.set()
+
+    async def call(self, method: str, *args: Any, policy: str, kind: str, tenant: str) -> Any:
         """Run ``method`` of a chosen host's agent; see the module docstring for failures."""
-        return (await self.placed_call(method, *args, policy=policy, kind=kind))[1]
+        return (await self.placed_call(method, *args, policy=policy, kind=kind, tenant=tenant))[1]
 
     async def placed_call(
-        self, method: str, *args: Any, policy: str, kind: str
+        self, method: str, *args: Any, policy: str, kind: str, tenant: str
     ) -> tuple[Host, Any]:
         """:meth:`call`, also saying which host answered.
 
@@ -348,12 +444,12 @@ class Router:
         tried: set[Host] = set()
         losses = 0
         while True:
-            host = self.choose(policy, exclude=tried)
+            host, starts = await self._place(policy, tenant, tried)
             tried.add(host)
             try:
                 reply = await self._send(host, method, *args)
-            except RayActorError as exc:
-                self._lose(host, f"actor died ({type(exc).__name__})")
+            except (RayActorError, ChannelClosedError) as exc:
+                self._lose(host, _why_lost(exc))
                 losses += 1
                 if losses > 1:
                     raise ContainerLostError(
@@ -362,12 +458,16 @@ class Router:
                     ) from None
                 REROUTED.inc()
                 continue
+            finally:
+                if starts:
+                    self._start_done(tenant)
             if reply.code == DRAINING:
                 host.state, host.reason = HostState.DRAINING, "draining"
                 continue
             if reply.code == "capacity_exhausted" and self._others(tried):
                 continue  # no room there: another host may have some
             self._answered(host, kind)
+            self._homes[(tenant, policy)] = host.node_id  # its container is bound there now
             return host, reply.unwrap()
 
     @staticmethod
@@ -381,7 +481,11 @@ class Router:
     async def _send(self, host: Host, method: str, *args: Any) -> Reply:
         host.in_flight += 1
         try:
-            reply: Reply = await getattr(host.actor, method).remote(*args)
+            reply: Reply
+            if method in CALLS and host.channel is not None and not host.channel.closed:
+                reply = await host.channel.call(method, *args)
+            else:
+                reply = await getattr(host.actor, method).remote(*args)
             return reply
         finally:
             host.in_flight -= 1
@@ -407,6 +511,32 @@ class Router:
                 f"session {session_id!r} was on host {host.name}, which is {host.state.value} "
                 f"({host.reason}); its workspace is gone: start a new session"
             )
+
+    # ------------------------------------------------------------------ metrics
+
+    async def metrics(self) -> bytes:
+        """Every healthy host's metrics with its ``host`` label, and the router's own.
+
+        The router's: calls routed per host and kind, hosts per state, the queue per
+        class, autoscale requests, its 429s. A host that does not answer within its
+        heartbeat allowance is left out of this scrape.
+        """
+        if self.scheduler_stats is not None:
+            for klass, length in self.scheduler_stats().queued.items():
+                QUEUED.labels(klass).set(length)
+        hosts = self.healthy()
+        timeout = self.heartbeat_s * self.config.health.missed_heartbeats
+        texts = await asyncio.gather(
+            *(asyncio.wait_for(h.actor.metrics.remote(), timeout) for h in hosts),
+            return_exceptions=True,
+        )
+        answered: dict[str, bytes] = {}
+        for host, text in zip(hosts, texts, strict=True):
+            if isinstance(text, bytes):
+                answered[host.name] = text
+            else:
+                logger.warning("fleet host %s gave no metrics: %r", host.name, text)
+        return metrics.merge(metrics.exposition(), answered)
 
     # ------------------------------------------------------------------ operations
 

@@ -98,6 +98,21 @@ class WarmSizer:
         return state.rate * math.exp(-elapsed / self._settings.rate_window_s)
 
 
+class ElasticWarm:
+    """A host pool's :class:`~sandbox.core.pool.RefillHook`: measured starts go to the
+    sizer, and refills are throttled on the host's busy share of its ``slots()``."""
+
+    def __init__(self, sizer: WarmSizer, slots: Callable[[], int]) -> None:
+        self.sizer = sizer
+        self.slots = slots
+
+    def started(self, policy: str, seconds: float) -> None:
+        self.sizer.record_start(policy, seconds)
+
+    def may_refill(self, policy: str, busy: int, starting: int) -> bool:
+        return self.sizer.refill_allowed(busy / max(1, self.slots()), starting)
+
+
 @dataclass(frozen=True, slots=True)
 class ScaleRequest:
     """Ask the autoscaler for ``add_hosts`` more hosts (``total_hosts`` in all)."""

@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +27,7 @@ from sandbox.core.pool import (
     DEFAULT_MAX_WAITERS,
     DEFAULT_START_CONCURRENCY,
     Pool,
+    RefillHook,
 )
 from sandbox.core.sessions import SessionManager
 from sandbox.core.snapshots import DEFAULT_BUDGET_BYTES, DEFAULT_TTL_S, SnapshotStore
@@ -38,7 +40,8 @@ from sandbox.judge.judge import Judge
 from sandbox.languages import LANGUAGES
 from sandbox.policy import Policy, load_policy_dir
 from sandbox.service.tenants import Keyring
-from sandbox.telemetry.audit import AuditLog
+from sandbox.telemetry import metrics
+from sandbox.telemetry.audit import AuditLog, AuditRecord
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +116,9 @@ class Platform:
         settings: PlatformSettings | None = None,
         *,
         policies: Mapping[str, Policy] | None = None,
+        refill: RefillHook | None = None,
     ) -> None:
+        """``refill``: the pool's elastic sizing (a fleet host's); else the policies' warm."""
         self.settings = settings or PlatformSettings()
         self.policies = (
             dict(policies) if policies is not None else load_policy_dir(self.settings.policies_dir)
@@ -134,6 +139,7 @@ class Platform:
             start_concurrency=self.settings.start_concurrency,
             lease_timeout_s=self.settings.lease_timeout_s,
             quotas=self.keyring.quotas,
+            refill=refill,
         )
         self.audit = AuditLog(self.settings.audit_path)
         self.execution = ExecutionService(self.pool, self.policies, self.image, self.audit)
@@ -239,3 +245,28 @@ class Platform:
 
     def policy_names(self) -> Sequence[str]:
         return sorted(self.policies)
+
+    async def audit_query(self, **filters: Any) -> list[AuditRecord]:
+        """Audit records, newest first (the filters of :meth:`AuditLog.query`), off the loop."""
+        return await asyncio.to_thread(lambda: self.audit.query(**filters))
+
+    async def metrics(self) -> bytes:
+        """Prometheus text: executions by status, latency histograms, pool sizes, queue depth."""
+        status = self.pool.status()
+        metrics.observe_pool(
+            [
+                (
+                    group.policy,
+                    group.image,
+                    {
+                        "idle": group.idle,
+                        "busy": group.busy,
+                        "starting": group.starting,
+                        "resetting": group.resetting,
+                    },
+                )
+                for group in status.groups
+            ],
+            status.waiting,
+        )
+        return metrics.exposition()

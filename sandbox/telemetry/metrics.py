@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 REGISTRY = CollectorRegistry()
 
@@ -74,3 +78,38 @@ def observe_pool(groups: list[tuple[str, str, dict[str, int]]], waiting: int) ->
         for state, count in states.items():
             POOL_CONTAINERS.labels(policy, image, state).set(count)
     QUEUE_DEPTH.set(waiting)
+
+
+class _Families:
+    """A collector that yields fixed metric families (what :func:`merge` parsed)."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+def merge(own: bytes, labelled: Mapping[str, bytes], *, label: str = "host") -> bytes:
+    """One exposition of ``own`` and of each ``labelled`` text, whose samples get ``label``.
+
+    ``labelled`` maps a label value (a host's name) to that source's Prometheus text.
+    Families of the same name are merged into one (one HELP and TYPE), their samples
+    kept apart by the label.
+    """
+    families: dict[str, Metric] = {}
+
+    def add(text: bytes, extra: dict[str, str]) -> None:
+        for family in text_string_to_metric_families(text.decode()):
+            into = families.get(family.name)
+            if into is None:
+                into = Metric(family.name, family.documentation, family.type, family.unit)
+                families[family.name] = into
+            into.samples.extend(s._replace(labels={**s.labels, **extra}) for s in family.samples)
+
+    add(own, {})
+    for value, text in labelled.items():
+        add(text, {label: value})
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(families.values()))
+    return generate_latest(registry)

@@ -26,13 +26,16 @@ POLICY = "pool: {warm: 1, max: 2}\n"
 
 KEYS = {"trainer": "key-trainer-0123456789", "alice": "key-alice-0123456789"}
 KEYS |= {"light": "key-light-0123456789", "heavy": "key-heavy-0123456789"}
+KEYS |= {"starter": "key-starter-0123456789"}
 FLEET_CONFIG = """
 autoscale: {queue_threshold: 20, sustain_s: 1.0, cooldown_s: 600.0}
+placement: {affinity_margin: 1.0}  # 2-slot hosts: a beat taken mid-run shows a run and its wait
 warm: {rate_window_s: 2.0, idle_after_s: 4.0, initial_start_s: 0.5, margin: 1, min_per_group: 1}
 tenants:
   light: {weight: 1, default_class: training}
   heavy: {weight: 3, default_class: training}
   trainer: {default_class: training, max_class: evaluation}
+  starter: {max_starts_in_flight: 1}
 """
 
 

@@ -12,12 +12,14 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import docker
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox.host.labels import LABEL_OWNER
 from tests.conftest import SANDBOX_BIN, Service, metric
@@ -166,6 +168,139 @@ def test_run_judge_and_sessions_work_unchanged_through_the_fleet(fleet: Service)
         assert http.delete(f"/v1/sessions/{sid}").status_code == 204
         assert http.get(f"/v1/sessions/{sid}").status_code == 404
         assert http.get("/v1/pool").json()["groups"][0]["policy"] == "default"
+
+
+def test_metrics_gather_every_host_under_its_host_label(fleet: Service) -> None:
+    """After runs on each host, /metrics has each host's samples (one HELP/TYPE per family)."""
+    with client(fleet) as http:
+        hosts = [h["name"] for h in fleet_status(http)["hosts"]]
+        deadline = time.monotonic() + 120
+        while True:  # runs 8 at once spread over every host (affinity keeps c1 at home)
+            text = http.get("/metrics").text
+            ran = {h: metric(text, "sandbox_executions_total", host=h) for h in hosts}
+            if all(ran.values()):
+                break
+            assert time.monotonic() < deadline, ran
+            with ThreadPoolExecutor(8) as threads:
+                codes = threads.map(
+                    lambda _: http.post("/v1/run", json={"code": "print(1)"}).status_code,
+                    range(24),
+                )
+                assert set(codes) == {200}
+        response = http.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    families = list(text_string_to_metric_families(text))  # the text format parses
+    declared = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert len(declared) == len(set(declared)), "a family is declared twice"
+    by_name = {f.name: f for f in families}
+    for host in hosts:  # executions and pool gauges come from every host, labelled
+        assert metric(text, "sandbox_executions_total", host=host, status="ok") > 0, host
+        assert metric(text, "sandbox_execution_seconds_count", host=host) > 0, host
+        assert any(
+            s.labels.get("host") == host for s in by_name["sandbox_pool_containers"].samples
+        ), host
+    assert {s.labels["host"] for s in by_name["sandbox_executions"].samples} == set(hosts)
+    # the router's own: per-host placements, the queue per class, autoscale requests
+    assert {s.labels["class"] for s in by_name["sandbox_fleet_queued"].samples} == {
+        "interactive",
+        "evaluation",
+        "training",
+    }
+    assert "sandbox_fleet_autoscale_requests" in by_name
+    assert all("host" in s.labels for s in by_name["sandbox_fleet_routed"].samples)
+
+
+def _burst(fleet: Service, tenant: str, n: int) -> tuple[list[int], float]:
+    """``n`` concurrent runs of half a second for ``tenant``: their statuses, and the most
+    container-creating calls the router had in flight for the tenant meanwhile."""
+    statuses: list[int] = []
+    peak = [0.0]
+    done = threading.Event()
+
+    def watch() -> None:
+        with client(fleet) as http:
+            while not done.is_set():
+                text = http.get("/metrics").text
+                gauge = metric(text, "sandbox_fleet_tenant_starts_in_flight", tenant=tenant)
+                peak[0] = max(peak[0], gauge)
+
+    def run() -> None:
+        with client(fleet, tenant) as http:
+            code = "import time; time.sleep(0.5); print(1)"
+            statuses.append(http.post("/v1/run", json={"code": code}).status_code)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    runs = [threading.Thread(target=run) for _ in range(n)]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(120)
+    done.set()
+    watcher.join(30)
+    return statuses, peak[0]
+
+
+def test_a_tenants_container_starts_are_bounded_fleet_wide(fleet: Service) -> None:
+    """``starter`` may have 1 container creation in flight in the whole fleet (the test
+    config): a burst over the warm containers waits for it; another tenant does not."""
+    with client(fleet) as http:
+        waits_before = metric(
+            http.get("/metrics").text, "sandbox_fleet_start_waits_total", tenant="starter"
+        )
+    statuses, peak = _burst(fleet, "starter", 12)
+    assert statuses == [200] * 12
+    assert peak == 1
+    with client(fleet) as http:
+        text = http.get("/metrics").text
+    assert metric(text, "sandbox_fleet_start_waits_total", tenant="starter") > waits_before
+    assert metric(text, "sandbox_fleet_tenant_starts_in_flight", tenant="starter") == 0
+    statuses, peak = _burst(fleet, "alice", 12)  # the default bound, 32: several at once
+    assert statuses == [200] * 12
+    assert peak > 1
+    with client(fleet) as http:
+        text = http.get("/metrics").text
+    assert metric(text, "sandbox_fleet_start_waits_total", tenant="alice") == 0
+
+
+def test_a_tenant_stays_on_the_host_that_holds_its_containers(fleet: Service) -> None:
+    """Affinity: one tenant's runs one after another, on an idle fleet, all go to one host."""
+    runs = 15
+    with client(fleet) as http:
+        deadline = time.monotonic() + 60
+        while any(h["busy"] or h["in_flight"] for h in fleet_status(http)["hosts"]):
+            assert time.monotonic() < deadline, "the fleet did not go idle"
+            time.sleep(0.2)
+        hosts = [h["name"] for h in fleet_status(http)["hosts"]]
+        before = http.get("/metrics").text
+    with client(fleet, "light") as http:
+        for _ in range(runs):
+            assert http.post("/v1/run", json={"code": "print(1)"}).status_code == 200
+    with client(fleet) as http:
+        after = http.get("/metrics").text
+    per_host = {
+        name: metric(after, "sandbox_fleet_routed_total", host=name, kind="run")
+        - metric(before, "sandbox_fleet_routed_total", host=name, kind="run")
+        for name in hosts
+    }
+    assert sorted(per_host.values()) == [0, 0, runs], per_host
+
+
+def test_audit_reads_every_hosts_log_as_one(fleet: Service) -> None:
+    """``starter``'s 12 runs went to several hosts: /v1/audit has all 12, newest first."""
+    with client(fleet) as http:  # alice is an admin: she may read another tenant's records
+        response = http.get("/v1/audit", params={"tenant": "starter", "kind": "run"})
+        assert response.status_code == 200, response.text
+        records = response.json()
+        limited = http.get("/v1/audit", params={"tenant": "starter", "limit": 5}).json()
+    assert len(records) == 12 and {r["tenant"] for r in records} == {"starter"}
+    times = [r["time"] for r in records]
+    assert times == sorted(times, reverse=True)
+    assert [r["time"] for r in limited] == times[:5]
+    with client(fleet, "light") as http:  # and a tenant reads only its own
+        assert {r["tenant"] for r in http.get("/v1/audit").json()} == {"light"}
 
 
 def test_an_unknown_class_is_422_and_one_above_the_tenants_is_403(fleet: Service) -> None:

@@ -71,13 +71,23 @@ def test_none_when_no_host_is_eligible() -> None:
     assert choose_host([], GROUP, k=3, rng=random.Random(0)) is None
 
 
-def test_affinity_keeps_a_tenant_on_its_host_while_it_is_free() -> None:
-    hosts = [host("home", busy=5), host("idle", busy=0)]
+def test_affinity_keeps_a_tenant_on_its_host_unless_it_is_loaded_more_by_the_margin() -> None:
+    # 2 of 8 busy at home against 0 of 8 elsewhere: 0.25 more per slot, within the margin
+    hosts = [host("home", busy=2), host("idle", busy=0)]
     assert picks(hosts, affinity="home") == {"home": 300}
-    full = [host("home", busy=8), host("idle", busy=0)]
-    assert picks(full, affinity="home") == {"idle": 300}
+    # even against an idle warm container elsewhere: its own container is at home
+    warm_elsewhere = [host("home", busy=2), host("idle", idle_warm={GROUP: 1})]
+    assert picks(warm_elsewhere, affinity="home") == {"home": 300}
+    # 3 of 8 is 0.375 more: over the margin, the best host wins
+    loaded = [host("home", busy=3), host("idle", busy=0)]
+    assert picks(loaded, affinity="home") == {"idle": 300}
+    assert picks(loaded, affinity="home", affinity_margin=0.5) == {"home": 300}
+    assert picks(hosts, affinity="home", affinity_margin=0.0) == {"idle": 300}
+    # a home that cannot take work is left
     gone = [host("home", healthy=False), host("idle", busy=0)]
     assert picks(gone, affinity="home") == {"idle": 300}
+    draining = [host("home", draining=True), host("idle", busy=6)]
+    assert picks(draining, affinity="home") == {"idle": 300}
     assert picks(hosts, affinity="unknown") == {"idle": 300}
 
 

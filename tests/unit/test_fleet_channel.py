@@ -1,0 +1,89 @@
+"""The router-to-agent direct channel over a real loopback socket: calls, the token, breakage."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import struct
+
+import pytest
+
+from sandbox.fleet.channel import TOKEN_BYTES, ChannelClient, ChannelClosedError, ChannelServer
+from sandbox.fleet.wire import Reply
+
+
+class Target:
+    """What the server dispatches to: records the calls it got."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.release = asyncio.Event()
+
+    async def run_program(self, request: str, tenant: str) -> Reply:
+        self.calls.append((request, tenant))
+        if request == "wait":
+            await self.release.wait()
+        return Reply(value=f"{request} for {tenant}")
+
+    async def judge(self, request: str, tenant: str) -> Reply:
+        return Reply(code="capacity_exhausted", message="full", retry_after=2.0)
+
+    async def drain(self) -> Reply:
+        raise AssertionError("drain is not a channel call")
+
+
+async def _served() -> tuple[Target, ChannelServer, int]:
+    target = Target()
+    server = ChannelServer(target, "127.0.0.1")
+    return target, server, await server.start()
+
+
+async def test_calls_are_answered_in_any_order_over_one_connection() -> None:
+    target, server, port = await _served()
+    client = await ChannelClient.open("127.0.0.1", port, server.token)
+    try:
+        slow = asyncio.create_task(client.call("run_program", "wait", "alice"))
+        while not target.calls:
+            await asyncio.sleep(0.01)
+        fast = await client.call("run_program", "quick", "bob")
+        assert fast.value == "quick for bob" and not slow.done()
+        target.release.set()
+        assert (await slow).value == "wait for alice"
+        refused = await client.call("judge", "x", "alice")
+        assert (refused.code, refused.retry_after) == ("capacity_exhausted", 2.0)
+        other = await client.call("drain")
+        assert other.code == "not_found" and "drain" in other.message
+    finally:
+        await client.close()
+        await server.close()
+
+
+async def test_a_peer_without_the_token_is_dropped_unread() -> None:
+    target, server, port = await _served()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        call = pickle.dumps((1, "run_program", ("evil", "mallory")))
+        writer.write(b"\0" * TOKEN_BYTES + struct.pack("!I", len(call)) + call)
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, nothing answered
+        writer.close()
+        assert target.calls == []
+        with pytest.raises(ChannelClosedError):  # a client with a wrong token learns it too
+            client = await ChannelClient.open("127.0.0.1", port, b"x" * TOKEN_BYTES)
+            await asyncio.wait_for(client.call("run_program", "evil", "mallory"), 10)
+        assert target.calls == []
+    finally:
+        await server.close()
+
+
+async def test_a_call_in_flight_when_the_agent_goes_away_raises_channel_closed() -> None:
+    target, server, port = await _served()
+    client = await ChannelClient.open("127.0.0.1", port, server.token)
+    pending = asyncio.create_task(client.call("run_program", "wait", "alice"))
+    while not target.calls:
+        await asyncio.sleep(0.01)
+    await server.close()  # the agent is released (or its process dies): its sockets close
+    with pytest.raises(ChannelClosedError):
+        await asyncio.wait_for(pending, 10)
+    assert client.closed
+    with pytest.raises(ChannelClosedError):
+        await client.call("run_program", "after", "alice")
