@@ -146,25 +146,17 @@ async def _trials(platform: Platform, tmp_path: Path, *, isolate: bool) -> dict[
     return {record["task"]: record["outcome"] for record in summary.records}
 
 
-async def test_every_route_to_the_hidden_tests_is_closed_by_default(
-    platform: Platform, tmp_path: Path
+@pytest.mark.parametrize("isolate", [True, False], ids=["isolated", "opt-out"])
+async def test_each_route_to_the_hidden_tests(
+    platform: Platform, tmp_path: Path, isolate: bool
 ) -> None:
-    outcomes = await _trials(platform, tmp_path, isolate=True)
+    """Isolated, every attack fails; the opt-out (the positive control) lets each pass."""
+    outcomes = await _trials(platform, tmp_path, isolate=isolate)
+    mode = "isolated" if isolate else "opt-out"
     for route in ROUTES:
-        name = f"{route}-isolated"
-        assert outcomes[name] == "passed", (route, outcomes)
-        assert outcomes[f"attack-{name}"] == "failed", (route, outcomes)
-
-
-async def test_every_route_is_real_when_the_agent_runs_as_the_judge(
-    platform: Platform, tmp_path: Path
-) -> None:
-    """The positive control: with the opt-out each attack reads the answer and passes."""
-    outcomes = await _trials(platform, tmp_path, isolate=False)
-    for route in ROUTES:
-        name = f"{route}-opt-out"
-        assert outcomes[name] == "passed", (route, outcomes)
-        assert outcomes[f"attack-{name}"] == "passed", (route, outcomes)
+        assert outcomes[f"{route}-{mode}"] == "passed", (route, outcomes)
+        attack = "failed" if isolate else "passed"
+        assert outcomes[f"attack-{route}-{mode}"] == attack, (route, outcomes)
 
 
 async def test_the_probe_flags_every_route_only_with_the_opt_out(
