@@ -12,7 +12,8 @@ By default (the agent's code isolated) the reference passes and every attack
 fails. With ``isolate_agent: false`` (the deliberately vulnerable opt-out) every
 attack passes, which shows each route is real, and ``sandbox quality check``'s
 read-expected probe flags every such task, while it holds on the isolated ones.
-Real containers (runc), the real evaluator and the real CLI.
+Real containers (runc and gVisor for the routes; runc for the probe), the real
+evaluator and the real CLI.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.docker
 TASK_YAML = """\
 instruction: "rev.py reads lines on stdin and prints each reversed; write it."
 category: planted
+policy: {policy}
 agent:
   timeout_s: 60
   max_steps: 10
@@ -96,12 +98,14 @@ SYMLINK_REFERENCE = REFERENCE.replace("print(", "open('result.txt', 'a').write("
 )
 
 
-def _make_task(root: Path, route: str, *, isolate: bool, prefix: str = "") -> Path:
+def _make_task(
+    root: Path, route: str, *, isolate: bool, prefix: str = "", policy: str = "default"
+) -> Path:
     check, _, _ = ROUTES[route]
     task = root / f"{prefix}{route}-{'isolated' if isolate else 'opt-out'}"
     for folder in ("files", "solution", "tests"):
         (task / folder).mkdir(parents=True)
-    yaml = TASK_YAML if isolate else TASK_YAML + "  isolate_agent: false\n"
+    yaml = TASK_YAML.format(policy=policy) + ("" if isolate else "  isolate_agent: false\n")
     (task / "task.yaml").write_text(yaml)
     (task / "files" / "rev.py").write_text(STUB)
     (task / "solution" / "rev.py").write_text(
@@ -122,14 +126,18 @@ def _actions(files: dict[str, str], command: str) -> list[dict[str, Any]]:
     return actions
 
 
-async def _trials(platform: Platform, tmp_path: Path, *, isolate: bool) -> dict[str, str]:
+async def _trials(
+    platform: Platform, tmp_path: Path, *, isolate: bool, policy: str
+) -> dict[str, str]:
     """Each route's reference and attack as evaluator trials; their outcomes by name."""
     tasks, scripts = tmp_path / "tasks", tmp_path / "scripts"
     scripts.mkdir(parents=True)
     for route, (_, attack, command) in ROUTES.items():
         reference = SYMLINK_REFERENCE if route == "symlink" else REFERENCE
         for prefix, files, shell in (("", {"rev.py": reference}, ""), ("attack:", attack, command)):
-            task = _make_task(tasks, route, isolate=isolate, prefix=prefix.replace(":", "-"))
+            task = _make_task(
+                tasks, route, isolate=isolate, prefix=prefix.replace(":", "-"), policy=policy
+            )
             lines = "".join(json.dumps(a) + "\n" for a in _actions(files, shell))
             (scripts / f"{task.name}.jsonl").write_text(lines)
     loaded = load_tasks(tasks)
@@ -146,16 +154,19 @@ async def _trials(platform: Platform, tmp_path: Path, *, isolate: bool) -> dict[
     return {record["task"]: record["outcome"] for record in summary.records}
 
 
+@pytest.mark.parametrize("policy", ["default", "gvisor"])
 @pytest.mark.parametrize("isolate", [True, False], ids=["isolated", "opt-out"])
 async def test_each_route_to_the_hidden_tests(
-    platform: Platform, tmp_path: Path, isolate: bool
+    platform: Platform, tmp_path: Path, isolate: bool, policy: str
 ) -> None:
     """Isolated, every attack fails; the opt-out (the positive control) lets each pass."""
-    outcomes = await _trials(platform, tmp_path, isolate=isolate)
+    outcomes = await _trials(platform, tmp_path, isolate=isolate, policy=policy)
     mode = "isolated" if isolate else "opt-out"
     for route in ROUTES:
         assert outcomes[f"{route}-{mode}"] == "passed", (route, outcomes)
-        attack = "failed" if isolate else "passed"
+        # gVisor does not let even the same uid through another process's /proc/PID/cwd.
+        closed = isolate or (policy == "gvisor" and route == "proc-cwd")
+        attack = "failed" if closed else "passed"
         assert outcomes[f"attack-{route}-{mode}"] == attack, (route, outcomes)
 
 
