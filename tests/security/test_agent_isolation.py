@@ -26,6 +26,7 @@ import pytest
 
 from sandbox.cli import main
 from sandbox.evals import ReplayAgent, load_tasks, run_eval
+from sandbox.evals.tasks import TaskError, load_task
 from sandbox.quality import CheckSettings, run_check
 from sandbox.quality.progress import QualityProgress
 from sandbox.service.platform import Platform
@@ -215,3 +216,14 @@ def test_the_cli_flags_the_issues_example_with_the_opt_out(
     out = capsys.readouterr().out
     assert code != 0, out
     assert "read-expected" in out and "loophole" in out, out
+
+
+def test_the_opt_out_is_refused_where_it_means_nothing(tmp_path: Path) -> None:
+    task = _make_task(tmp_path, "cwd", isolate=False)
+    yaml = (task / "task.yaml").read_text().replace('command: "bash check.sh"', "framework: pytest")
+    (task / "task.yaml").write_text(yaml)
+    with pytest.raises(TaskError) as refused:
+        load_task(task)
+    assert refused.value.key == "tests" and "'isolate_agent' applies to a 'command'" in str(
+        refused.value
+    )
