@@ -12,7 +12,8 @@ By default (the agent's code isolated) the reference passes and every attack
 fails. With ``isolate_agent: false`` (the deliberately vulnerable opt-out) every
 attack passes, which shows each route is real, and ``sandbox quality check``'s
 read-expected probe flags every such task, while it holds on the isolated ones.
-Real containers (runc), the real evaluator and the real CLI.
+Real containers (runc and gVisor for the routes; runc for the probe), the real
+evaluator and the real CLI.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pytest
 
 from sandbox.cli import main
 from sandbox.evals import ReplayAgent, load_tasks, run_eval
+from sandbox.evals.tasks import TaskError, load_task
 from sandbox.quality import CheckSettings, run_check
 from sandbox.quality.progress import QualityProgress
 from sandbox.service.platform import Platform
@@ -34,6 +36,7 @@ pytestmark = pytest.mark.docker
 TASK_YAML = """\
 instruction: "rev.py reads lines on stdin and prints each reversed; write it."
 category: planted
+policy: {policy}
 agent:
   timeout_s: 60
   max_steps: 10
@@ -96,12 +99,14 @@ SYMLINK_REFERENCE = REFERENCE.replace("print(", "open('result.txt', 'a').write("
 )
 
 
-def _make_task(root: Path, route: str, *, isolate: bool, prefix: str = "") -> Path:
+def _make_task(
+    root: Path, route: str, *, isolate: bool, prefix: str = "", policy: str = "default"
+) -> Path:
     check, _, _ = ROUTES[route]
     task = root / f"{prefix}{route}-{'isolated' if isolate else 'opt-out'}"
     for folder in ("files", "solution", "tests"):
         (task / folder).mkdir(parents=True)
-    yaml = TASK_YAML if isolate else TASK_YAML + "  isolate_agent: false\n"
+    yaml = TASK_YAML.format(policy=policy) + ("" if isolate else "  isolate_agent: false\n")
     (task / "task.yaml").write_text(yaml)
     (task / "files" / "rev.py").write_text(STUB)
     (task / "solution" / "rev.py").write_text(
@@ -122,14 +127,18 @@ def _actions(files: dict[str, str], command: str) -> list[dict[str, Any]]:
     return actions
 
 
-async def _trials(platform: Platform, tmp_path: Path, *, isolate: bool) -> dict[str, str]:
+async def _trials(
+    platform: Platform, tmp_path: Path, *, isolate: bool, policy: str
+) -> dict[str, str]:
     """Each route's reference and attack as evaluator trials; their outcomes by name."""
     tasks, scripts = tmp_path / "tasks", tmp_path / "scripts"
     scripts.mkdir(parents=True)
     for route, (_, attack, command) in ROUTES.items():
         reference = SYMLINK_REFERENCE if route == "symlink" else REFERENCE
         for prefix, files, shell in (("", {"rev.py": reference}, ""), ("attack:", attack, command)):
-            task = _make_task(tasks, route, isolate=isolate, prefix=prefix.replace(":", "-"))
+            task = _make_task(
+                tasks, route, isolate=isolate, prefix=prefix.replace(":", "-"), policy=policy
+            )
             lines = "".join(json.dumps(a) + "\n" for a in _actions(files, shell))
             (scripts / f"{task.name}.jsonl").write_text(lines)
     loaded = load_tasks(tasks)
@@ -146,25 +155,20 @@ async def _trials(platform: Platform, tmp_path: Path, *, isolate: bool) -> dict[
     return {record["task"]: record["outcome"] for record in summary.records}
 
 
-async def test_every_route_to_the_hidden_tests_is_closed_by_default(
-    platform: Platform, tmp_path: Path
+@pytest.mark.parametrize("policy", ["default", "gvisor"])
+@pytest.mark.parametrize("isolate", [True, False], ids=["isolated", "opt-out"])
+async def test_each_route_to_the_hidden_tests(
+    platform: Platform, tmp_path: Path, isolate: bool, policy: str
 ) -> None:
-    outcomes = await _trials(platform, tmp_path, isolate=True)
+    """Isolated, every attack fails; the opt-out (the positive control) lets each pass."""
+    outcomes = await _trials(platform, tmp_path, isolate=isolate, policy=policy)
+    mode = "isolated" if isolate else "opt-out"
     for route in ROUTES:
-        name = f"{route}-isolated"
-        assert outcomes[name] == "passed", (route, outcomes)
-        assert outcomes[f"attack-{name}"] == "failed", (route, outcomes)
-
-
-async def test_every_route_is_real_when_the_agent_runs_as_the_judge(
-    platform: Platform, tmp_path: Path
-) -> None:
-    """The positive control: with the opt-out each attack reads the answer and passes."""
-    outcomes = await _trials(platform, tmp_path, isolate=False)
-    for route in ROUTES:
-        name = f"{route}-opt-out"
-        assert outcomes[name] == "passed", (route, outcomes)
-        assert outcomes[f"attack-{name}"] == "passed", (route, outcomes)
+        assert outcomes[f"{route}-{mode}"] == "passed", (route, outcomes)
+        # gVisor does not let even the same uid through another process's /proc/PID/cwd.
+        closed = isolate or (policy == "gvisor" and route == "proc-cwd")
+        attack = "failed" if closed else "passed"
+        assert outcomes[f"attack-{route}-{mode}"] == attack, (route, outcomes)
 
 
 async def test_the_probe_flags_every_route_only_with_the_opt_out(
@@ -212,3 +216,14 @@ def test_the_cli_flags_the_issues_example_with_the_opt_out(
     out = capsys.readouterr().out
     assert code != 0, out
     assert "read-expected" in out and "loophole" in out, out
+
+
+def test_the_opt_out_is_refused_where_it_means_nothing(tmp_path: Path) -> None:
+    task = _make_task(tmp_path, "cwd", isolate=False)
+    yaml = (task / "task.yaml").read_text().replace('command: "bash check.sh"', "framework: pytest")
+    (task / "task.yaml").write_text(yaml)
+    with pytest.raises(TaskError) as refused:
+        load_task(task)
+    assert refused.value.key == "tests" and "'isolate_agent' applies to a 'command'" in str(
+        refused.value
+    )
