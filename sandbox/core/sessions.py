@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -76,6 +76,13 @@ JUDGE_COPY_COMMAND = (
     f"rm -rf {JUDGE_WORK} {JUDGE_TESTS} && "
     f"exec python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {JUDGE_WORK}"
 )
+AGENT_RUN = f"{JUDGE_DIR}/bin/agent-run"
+"""Runs its arguments as the sandbox uid (``runner/harness/agent_run.py``), for verifiers."""
+AGENT_RUN_COMMAND = (
+    f"mkdir -p {JUDGE_DIR}/bin && printf '#!/bin/sh\\nexec python3 -I {HARNESS_DIR}/agent_run.py "
+    f'"$@"\\n\' > {AGENT_RUN} && chmod 0700 {AGENT_RUN}'
+)
+AGENT_RUN_PEER = ["python3", "-I", f"{HARNESS_DIR}/agent_run_server.py"]
 PYTEST_ARGV = [
     "python3",
     "-I",
@@ -427,6 +434,7 @@ class SessionManager:
         timeout_s: float,
         tenant: str,
         collect: Sequence[str] = (),
+        agent_run: bool = False,
     ) -> ExecResult:
         """Judge the session's workspace with tests it has never seen.
 
@@ -447,6 +455,16 @@ class SessionManager:
         files are read back by the runner itself after the tests' processes are
         killed too (no link followed, regular files only) into ``result.files``;
         what could not be read is in ``result.file_errors``.
+
+        ``agent_run`` (a Harbor-style verifier ``command``, which re-runs the
+        agent's programs): the command works on the agent's own workspace (and
+        the environment's ``WORKDIR``), not on a copy. Once the agent's processes
+        are gone, every link there that leads out of it is removed, as the
+        sandbox uid (``workspace_copy.py --prune-links``); the command runs as
+        the judge with ``agent-run`` on its ``PATH`` (also ``$AGENT_RUN``), which
+        runs its arguments as the sandbox uid (``runner/harness/agent_run.py``:
+        Harbor's ``setpriv --reuid=10001`` for a verifier that is not root), and
+        ``$WORK`` is ``/workspace``.
         """
         session = self.get(session_id, tenant=tenant)
         settle = await self._run(session, ["true"], keep_processes=False)
@@ -455,9 +473,22 @@ class SessionManager:
                 f"the session's processes could not be stopped: {settle.reason}"
             )
         limits = exec_limits(session.policy, None)
+        if agent_run:
+            roots = [WORKDIR] if session.seed in (None, WORKDIR) else [WORKDIR, session.seed]
+            for root in roots:
+                await self._run(
+                    session,
+                    ["python3", "-I", f"{HARNESS_DIR}/workspace_copy.py", "--prune-links", root],
+                    limits=limits,
+                    keep_processes=False,
+                )
         await self._run(
             session,
-            ["bash", "-c", JUDGE_COPY_COMMAND],
+            [
+                "bash",
+                "-c",
+                f"rm -rf {JUDGE_WORK} {JUDGE_TESTS}" if agent_run else JUDGE_COPY_COMMAND,
+            ],
             cwd=JUDGE_DIR,
             env=JUDGE_ENV,
             limits=limits,
@@ -474,9 +505,10 @@ class SessionManager:
                 role="judge",
                 keep_processes=False,
             )
+        agent_run = agent_run and command is not None
         await self._run(
             session,
-            ["true"],
+            ["bash", "-c", AGENT_RUN_COMMAND] if agent_run else ["true"],
             cwd=JUDGE_DIR,
             env=JUDGE_ENV,
             files={f"tests/{path}": data for path, data in tests.items()},
@@ -484,15 +516,31 @@ class SessionManager:
             role="judge",
         )
         argv = ["bash", "-c", command] if command is not None else PYTEST_ARGV
+        env, peer = JUDGE_ENV, None
+        if agent_run:
+            env = {
+                **JUDGE_ENV,
+                "PATH": f"{JUDGE_DIR}/bin:{JUDGE_ENV['PATH']}",
+                "AGENT_RUN": AGENT_RUN,
+                "WORK": WORKDIR,
+                "WORKSPACE": WORKDIR,
+            }
+            peer = {
+                "argv": AGENT_RUN_PEER,
+                "cwd": WORKDIR,
+                "env": sandbox_env(session.policy, {}),
+                "files": {},
+            }
         result = await self._run(
             session,
             argv,
             cwd=JUDGE_TESTS,
-            env=JUDGE_ENV,
+            env=env,
             limits=limits.model_copy(update={"wall_s": timeout_s, "cpu_s": timeout_s}),
             role="judge",
             keep_processes=False,
             channel=command is None,
+            peer=peer,
         )
         if not collect:
             return result
@@ -568,6 +616,7 @@ class SessionManager:
         role: str = "sandbox",
         keep_processes: bool = True,
         channel: bool = False,
+        peer: Mapping[str, Any] | None = None,
     ) -> ExecResult:
         async with session.lock:
             if session.id not in self._sessions:
@@ -585,6 +634,7 @@ class SessionManager:
                     keep_processes=keep_processes,
                     role=role,
                     channel=channel,
+                    peer=peer,
                 )
             except (InvalidRequestError, LimitError, NotFoundError):
                 raise  # the runner answered (no such command, say): the session goes on
