@@ -66,6 +66,8 @@ WORKSPACE: Final = "/workspace"
 HARBOR_TESTS: Final = "/tests"
 HARBOR_VERIFIER: Final = "/logs/verifier"
 TEST_SCRIPT: Final = "test.sh"
+POLICY: Final = "harbor"
+"""The base policy of Harbor-layout tasks: long commands (a build, a test suite), as Harbor runs."""
 AGENT_STEPS: Final = 1000
 """Harbor budgets the agent by time alone: its tasks get this many steps."""
 EXIT_STATUS_REWARD: Final = """
@@ -192,6 +194,7 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         {
             **source_of,
             "resources": parts.resources,
+            "base_policy": POLICY,
             "root": parts.root,
             "build_timeout_s": parts.build_timeout_s,
             "env": {**(mapped.env if mapped is not None else {}), **parts.env},
@@ -206,6 +209,7 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
     config = TaskConfig(
         instruction=instruction,
         image=image,
+        policy=POLICY,
         agent=AgentBudget(
             timeout_s=_timeout(
                 parts.agent_timeout_s, MAX_AGENT_TIMEOUT_S, "the agent's timeout", source, "agent"

@@ -14,7 +14,7 @@ if [ "$(id -u)" = 0 ]; then  # Harbor: root, in a fresh container holding the ag
 else  # sandbox-platform: the judge uid, /tests unreadable to others; agent-run is the uid drop
     export TMPDIR=/tmp  # scratch the agent's uid can enter (the judge's own is /judge)
     as_agent() { agent-run "$@"; }
-    give() { chmod -R a+rwX "$@"; }
+    give() { find "$@" -user "$(id -u)" -exec chmod a+rwX {} +; }  # the agent's are its own
 fi
 # put MODE SRC DEST: a file of the task's into the agent's tree, written as the agent.
 put() { as_agent sh -c 'cat > "$2" && chmod "$1" "$2"' sh "$1" "$3" < "$2"; }
