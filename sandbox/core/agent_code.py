@@ -38,8 +38,10 @@ __all__ = [
     "AGENT_BIN",
     "INTERPRETERS",
     "LIB_VARIABLES",
+    "VERIFIER_BIN_COMMAND",
     "agent_peer",
     "bin_command",
+    "verifier_peer",
 ]
 
 AGENT_BIN: Final = f"{JUDGE_DIR}/bin"
@@ -88,4 +90,21 @@ def bin_command(*, isolated: bool) -> str:
 def agent_peer(env: dict[str, str], timeout_s: float) -> dict[str, Any]:
     """The runner's peer that serves ``agent-run``: any command, as the sandbox uid."""
     server = ["python3", "-I", f"{HARNESS_DIR}/program_server.py", "[]", f"{timeout_s:g}"]
+    return {"argv": server, "cwd": WORKDIR, "env": env, "files": {}}
+
+
+# A Harbor-style verifier (a ``test.sh`` written for root that drops to the agent's uid
+# with ``setpriv``) gets ``agent-run`` from ``runner/harness/agent_run.py`` instead: it
+# keeps the caller's working directory, stdin/stdout/stderr and signals, as setpriv does,
+# and several calls may run at once. The verifier then works on the live workspace
+# (links out of it pruned first), so no interpreter shims are set up.
+VERIFIER_BIN_COMMAND: Final = (
+    f"mkdir -p {AGENT_BIN} && printf '#!/bin/sh\\nexec python3 -I {HARNESS_DIR}/agent_run.py "
+    f'"$@"\\n\' > {AGENT_RUN} && chmod 0700 {AGENT_RUN}'
+)
+
+
+def verifier_peer(env: dict[str, str]) -> dict[str, Any]:
+    """The runner's peer that serves a verifier's ``agent-run``, as the sandbox uid."""
+    server = ["python3", "-I", f"{HARNESS_DIR}/agent_run_server.py"]
     return {"argv": server, "cwd": WORKDIR, "env": env, "files": {}}

@@ -36,7 +36,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.backends.base import HARNESS_DIR, JUDGE_DIR, WORKDIR
-from sandbox.core.agent_code import AGENT_BIN, AGENT_RUN, agent_peer, bin_command
+from sandbox.core.agent_code import (
+    AGENT_BIN,
+    AGENT_RUN,
+    VERIFIER_BIN_COMMAND,
+    agent_peer,
+    bin_command,
+    verifier_peer,
+)
 from sandbox.core.argv import path_arg
 from sandbox.core.execution import (
     BASE_ENV,
@@ -74,10 +81,8 @@ JUDGE_ENV = {
     "WORKSPACE": JUDGE_WORK,
 }
 # Whatever an earlier judging left goes first: the copy is made before the tests exist.
-JUDGE_COPY_COMMAND = (
-    f"rm -rf {JUDGE_WORK} {JUDGE_TESTS} {AGENT_BIN} {JUDGE_DIR}/{COMMAND_FILE} && "
-    f"exec python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {JUDGE_WORK}"
-)
+JUDGE_CLEAR_COMMAND = f"rm -rf {JUDGE_WORK} {JUDGE_TESTS} {AGENT_BIN} {JUDGE_DIR}/{COMMAND_FILE}"
+JUDGE_COPY_COMMAND = f"{JUDGE_CLEAR_COMMAND} && exec python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {JUDGE_WORK}"
 PYTEST_ARGV = [
     "python3",
     "-I",
@@ -430,6 +435,7 @@ class SessionManager:
         tenant: str,
         collect: Sequence[str] = (),
         isolate_agent: bool = True,
+        agent_run: bool = False,
     ) -> ExecResult:
         """Judge the session's workspace with tests it has never seen.
 
@@ -455,6 +461,16 @@ class SessionManager:
         files are read back by the runner itself after the tests' processes are
         killed too (no link followed, regular files only) into ``result.files``;
         what could not be read is in ``result.file_errors``.
+
+        ``agent_run`` (a Harbor-style verifier ``command``, which re-runs the
+        agent's programs): the command works on the agent's own workspace (and
+        the environment's ``WORKDIR``), not on a copy. Once the agent's processes
+        are gone, every link there that leads out of it is removed, as the
+        sandbox uid (``workspace_copy.py --prune-links``); the command runs as
+        the judge with ``agent-run`` on its ``PATH`` (also ``$AGENT_RUN``), which
+        runs its arguments as the sandbox uid (``runner/harness/agent_run.py``:
+        Harbor's ``setpriv --reuid=10001`` for a verifier that is not root), and
+        ``$WORK`` is ``/workspace``.
         """
         session = self.get(session_id, tenant=tenant)
         settle = await self._run(session, ["true"], keep_processes=False)
@@ -463,9 +479,22 @@ class SessionManager:
                 f"the session's processes could not be stopped: {settle.reason}"
             )
         limits = exec_limits(session.policy, None)
+        if agent_run:
+            roots = [WORKDIR] if session.seed in (None, WORKDIR) else [WORKDIR, session.seed]
+            for root in roots:
+                await self._run(
+                    session,
+                    ["python3", "-I", f"{HARNESS_DIR}/workspace_copy.py", "--prune-links", root],
+                    limits=limits,
+                    keep_processes=False,
+                )
         await self._run(
             session,
-            ["bash", "-c", JUDGE_COPY_COMMAND],
+            [
+                "bash",
+                "-c",
+                JUDGE_CLEAR_COMMAND if agent_run else JUDGE_COPY_COMMAND,
+            ],
             cwd=JUDGE_DIR,
             env=JUDGE_ENV,
             limits=limits,
@@ -482,8 +511,14 @@ class SessionManager:
                 role="judge",
                 keep_processes=False,
             )
-        isolated = command is not None and isolate_agent
-        prepare = ["true"] if command is None else ["bash", "-c", bin_command(isolated=isolated)]
+        verifier = agent_run and command is not None
+        isolated = command is not None and isolate_agent and not verifier
+        if command is None:
+            prepare = ["true"]
+        elif verifier:
+            prepare = ["bash", "-c", VERIFIER_BIN_COMMAND]
+        else:
+            prepare = ["bash", "-c", bin_command(isolated=isolated)]
         files = {f"tests/{path}": data for path, data in tests.items()}
         if command is not None:  # run from a file: its text is on no process's command line
             files[COMMAND_FILE] = command.encode()
@@ -503,7 +538,10 @@ class SessionManager:
             argv = ["bash", f"{JUDGE_DIR}/{COMMAND_FILE}"]
             env = {**JUDGE_ENV, "PATH": f"{AGENT_BIN}:{JUDGE_ENV['PATH']}", "AGENT_RUN": AGENT_RUN}
             peer = None
-            if isolated:
+            if verifier:
+                env = {**env, "WORK": WORKDIR, "WORKSPACE": WORKDIR}
+                peer = verifier_peer(sandbox_env(session.policy, {}))
+            elif isolated:
                 env = {**env, "WORK": WORKDIR, "WORKSPACE": WORKDIR}
                 peer = agent_peer(sandbox_env(session.policy, {}), timeout_s)
                 await self._run(session, ["chmod", "0700", WORKDIR], keep_processes=False)

@@ -465,13 +465,25 @@ async def _run_trial(env: _Trial, task: Task, epoch: int) -> dict[str, Any]:
 
 async def _in_environment(
     sessions: SessionManager,
+    task: Task,
     environment: EnvironmentSpec,
     spec: SessionSpec,
     record: dict[str, Any],
 ) -> SessionSpec:
-    """Build the task's environment (or find it built) and point ``spec`` at it."""
+    """Build the task's environment (or find it built) and point ``spec`` at it.
+
+    On a platform without the environment builder, a task whose environment is
+    one of the built-in images (a Dockerfile that only lays files over one) runs
+    on it as it is; any other is refused, saying why it needs the builder.
+    """
     if sessions.environments is None:
-        raise InvalidRequestError("this platform builds no task environments")
+        why = task.needs_own_environment
+        if why is None:
+            return spec
+        raise InvalidRequestError(
+            f"{task.path}: {why}, and this platform has no environment builder "
+            "(sandbox.environments); run it where the service builds environments"
+        )
     built = await asyncio.to_thread(sessions.environments.build, environment, progress=logger.info)
     env_id = built.record.environment
     record["environment"] = {
@@ -509,7 +521,7 @@ async def _trial_body(
             image=config.image, policy=config.policy, files_base64=_files_base64(task.files)
         )
         if task.environment is not None:
-            spec = await _in_environment(sessions, task.environment, spec, record)
+            spec = await _in_environment(sessions, task, task.environment, spec, record)
         session = await sessions.create(spec, tenant=tenant)
         record["_session"] = session.id
         if session.notes:
@@ -586,6 +598,7 @@ async def _trial_body(
             tenant=tenant,
             collect=REWARD_FILES if task.judged_by_reward else (),
             isolate_agent=config.tests.isolate_agent,
+            agent_run=task.judged_by_reward,
         )
     except SandboxError as exc:
         record["error"] = f"the hidden tests could not run: {exc}"

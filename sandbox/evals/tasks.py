@@ -267,10 +267,11 @@ class Task:
 
     @property
     def needs_own_environment(self) -> str | None:
-        """Why this task cannot run on the built-in ``config.image``; None when it can.
+        """Why this task needs the environment builder; None when it runs on ``config.image``.
 
         A task whose environment is a Dockerfile, sets variables, or wants the
-        agent to be root needs the per-task environment builder.
+        agent to be root needs it; without it the evaluator refuses such a trial
+        with this reason (:mod:`sandbox.evals.runner`).
         """
         env = self.environment
         if env is None:

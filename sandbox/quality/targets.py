@@ -63,17 +63,6 @@ def _add_task_dir(targets: Targets, path: Path) -> None:
     except TaskError as exc:
         targets.broken.append(_broken_task(path, exc))
         return
-    unrunnable = task.needs_own_environment
-    if unrunnable is not None:
-        item = ItemResult(key=path.name, kind="task", source=str(path), loaded=False)
-        item.add(
-            "schema",
-            Severity.BROKEN,
-            f"the task cannot run here: {unrunnable}, and this platform runs tasks on its "
-            f"built-in images only ({'; '.join(task.notes)})",
-        )
-        targets.broken.append(item)
-        return
     targets.tasks.append(TaskTarget(task.id, task))
 
 

@@ -15,7 +15,9 @@ under ``/`` but ``/proc``, the entries of ``/proc`` that describe no process
 Other processes' ``cmdline``, ``environ``, ``status``, ``maps`` ... cannot be
 opened; Landlock also refuses ptrace-mode access (``/proc/PID/fd``, ``mem``,
 ``environ``) from inside the domain to any process outside it, of any uid.
-Nothing else changes: writes, directory listings and execution are as before.
+Nothing else changes: writes, directory listings, execution, and (from ABI 2,
+by handling and granting ``REFER`` everywhere) renames and links across
+directories are as before; under ABI 1 those fail with EXDEV.
 A child of the restricted process cannot open its *own* ``/proc/self`` files
 (its directory came after the rules).
 
@@ -27,12 +29,15 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import stat
 import struct
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # the same on every arch
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
 ACCESS_FS_READ_FILE = 1 << 2
+ACCESS_FS_REFER = 1 << 13
+"""ABI 2 (directories only). Unhandled, Landlock refuses renames and links across directories."""
 PR_SET_NO_NEW_PRIVS = 38
 _PROCESS_LINKS = ("self", "thread-self")
 
@@ -75,7 +80,8 @@ def hide_other_processes() -> bool:
     if abi_version() == 0:
         return False
     libc = _libc()
-    attr = struct.pack("=Q", ACCESS_FS_READ_FILE)  # handled_access_fs: the ABI 1 layout
+    access = ACCESS_FS_READ_FILE | (ACCESS_FS_REFER if abi_version() >= 2 else 0)
+    attr = struct.pack("=Q", access)  # handled_access_fs: the ABI 1 layout
     ruleset = _check(
         libc.syscall(SYS_CREATE_RULESET, attr, len(attr), 0), "landlock_create_ruleset"
     )
@@ -86,7 +92,8 @@ def hide_other_processes() -> bool:
             except OSError:
                 continue  # a dangling link, or an entry that went away
             try:
-                rule = struct.pack("=Qi", ACCESS_FS_READ_FILE, fd)  # path_beneath_attr, packed
+                allowed = access if stat.S_ISDIR(os.fstat(fd).st_mode) else ACCESS_FS_READ_FILE
+                rule = struct.pack("=Qi", allowed, fd)  # path_beneath_attr, packed
                 _check(libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, rule, 0), root)
             finally:
                 os.close(fd)

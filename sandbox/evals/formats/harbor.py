@@ -25,11 +25,13 @@ platform cannot honour are refused by name too, with the fix
   (``${VAR}`` host templates are refused: no host variable enters a sandbox);
   ``build_timeout_sec``; ``docker_image`` or ``environment/Dockerfile``;
   ``workdir`` (else the Dockerfile's last ``WORKDIR``).
-- ``[agent] user``: omitted, the platform's sandbox uid; ``root`` or 0, a root agent
-  (gVisor only, by the environment builder).
+- ``[agent] user``: omitted, ``sandbox`` or 10001, the platform's sandbox uid;
+  ``root`` or 0, a root agent (gVisor only, by the environment builder).
 - ``[verifier] env`` is exported for ``tests/test.sh``; ``environment_mode``
-  ``shared`` and ``separate`` both run the tests in the judge's space, on the
-  copy of the agent's work, after every process of the agent is killed:
+  ``shared`` and ``separate`` both run the tests as the judge, after every
+  process of the agent is killed, on the agent's workspace with the links
+  leading out of it removed (what Harbor's artifact copy keeps), the agent's
+  programs re-run through ``agent-run`` as the sandbox uid (:mod:`.layout`):
   ``separate`` with its own image (``[verifier.environment]`` or
   ``tests/Dockerfile``) runs today when that image is the agent's built-in one.
 - ``[metadata]`` is free-form in Harbor: ``category``, ``difficulty`` (easy, medium,
@@ -76,6 +78,8 @@ SCHEMA_VERSION: Final = (1, 4)
 HARBOR_ENTRIES: Final = frozenset(
     {CONFIG_FILE, INSTRUCTION_FILE, "environment", "solution", "tests", ".gitignore"}
 )
+SANDBOX_USER: Final = ("sandbox", 10001, "10001")
+"""``[agent] user`` values naming the platform's sandbox uid (what an omitted user means)."""
 _SIZE_RE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([GMK])\s*$", re.IGNORECASE)
 
 
@@ -245,11 +249,11 @@ def _unsupported(config: HarborConfig) -> tuple[str, str] | None:
         if failed:
             return key, why
     user = config.agent.user
-    if user is not None and user not in ("root", 0):
+    if user is not None and user not in ("root", 0, *SANDBOX_USER):
         return (
             "agent.user",
             f"the agent runs as the platform's sandbox uid, or root (gVisor only); "
-            f"{user!r} cannot be honoured: remove it or write 'root'",
+            f"{user!r} cannot be honoured: remove it, or write 'sandbox' (uid 10001) or 'root'",
         )
     for section, values in (("environment.env", env.env), ("verifier.env", config.verifier.env)):
         for name, value in values.items():
@@ -442,7 +446,7 @@ def load_harbor_task(path: Path | str) -> Task:
                 source=source,
                 key="artifacts",
             )
-    if config.agent.user is None:
+    if config.agent.user is None or config.agent.user in SANDBOX_USER:
         notes.append("the agent runs as the platform's sandbox uid (not the image's user)")
     metadata = config.metadata
     difficulty = metadata.get("difficulty")

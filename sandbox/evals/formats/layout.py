@@ -2,27 +2,29 @@
 
 Harbor's containers know fixed paths: the agent works in the environment's
 working directory (``/app`` by convention), the tests are uploaded to
-``/tests`` and write their reward to ``/logs/verifier``. Our sandboxes have a
-read-only root with the workspace at ``/workspace`` and the judge's space at
-``/judge``, so loading rewrites those absolute paths, wherever one stands as a
-whole path (``/app``, ``/app/out.txt``; not ``/apps`` or ``x/app``), in the
-text files it reads:
+``/tests`` and write their reward to ``/logs/verifier``. Loading rewrites
+those absolute paths, wherever one stands as a whole path (``/app``,
+``/app/out.txt``; not ``/apps`` or ``x/app``), in the text files it reads:
 
-=====================  ==========================  ===================================
-Harbor path            in instruction.md, solve.sh  in tests/
-=====================  ==========================  ===================================
-the working directory  ``/workspace``               ``/judge/work`` (the agent's work,
-                                                     copied once it has stopped)
-``/tests``             (left alone)                 ``/judge/tests``
-``/logs/verifier``     (left alone)                 ``/judge/logs/verifier`` (fresh,
-                                                     judge-only)
-=====================  ==========================  ===================================
+=====================  =================================  ==========================
+Harbor path            in instruction.md, solve.sh        in tests/
+=====================  =================================  ==========================
+the working directory  a built environment: left alone    the same as for the agent
+                       (its ``WORKDIR`` is writable and
+                       filled from the image); a
+                       Dockerfile mapped onto a built-in
+                       image: ``/workspace``
+``/tests``             (left alone)                       ``/judge/tests``
+``/logs/verifier``     (left alone)                       ``/judge/logs/verifier``
+                                                          (fresh, judge-only)
+=====================  =================================  ==========================
 
-``tests/test.sh`` runs with bash, as the judge uid, from ``/judge/work`` (Harbor
-runs it from the working directory), with ``[verifier.env]`` exported and
-``TEST_DIR`` set to ``/judge/tests``, through the same ``tests.command``
-machinery as our own command tests; its reward file is the verdict
-(:mod:`sandbox.evals.reward_files`).
+``tests/test.sh`` runs with bash, as the judge uid, from the working directory
+(as Harbor runs it), with ``[verifier.env]`` exported and ``TEST_DIR`` set to
+``/judge/tests``, once every process of the agent is gone, on the agent's own
+workspace with ``agent-run`` to run the agent's programs as the sandbox uid
+(``run_hidden_tests(agent_run=True)``, :mod:`sandbox.core.sessions`); its reward
+file is the verdict (:mod:`sandbox.evals.reward_files`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from sandbox.core.sessions import JUDGE_TESTS, JUDGE_VERIFIER, JUDGE_WORK
+from sandbox.core.sessions import JUDGE_TESTS, JUDGE_VERIFIER
 from sandbox.environments import EnvironmentSpec, ResourceRequest
 
 from ..tasks import (
@@ -64,6 +66,8 @@ WORKSPACE: Final = "/workspace"
 HARBOR_TESTS: Final = "/tests"
 HARBOR_VERIFIER: Final = "/logs/verifier"
 TEST_SCRIPT: Final = "test.sh"
+POLICY: Final = "harbor"
+"""The base policy of Harbor-layout tasks: long commands (a build, a test suite), as Harbor runs."""
 AGENT_STEPS: Final = 1000
 """Harbor budgets the agent by time alone: its tasks get this many steps."""
 EXIT_STATUS_REWARD: Final = """
@@ -98,13 +102,13 @@ def translate_paths(data: bytes, mapping: Mapping[str, str]) -> bytes:
     return text.encode("utf-8")
 
 
-def verifier_command(env: Mapping[str, str]) -> str:
-    """The command that runs ``tests/test.sh`` from the agent's copied work, ``env`` exported."""
+def verifier_command(env: Mapping[str, str], workdir: str = WORKSPACE) -> str:
+    """The command that runs ``tests/test.sh`` from the working directory, ``env`` exported."""
     exports = " ".join(
         f"export {name}={shlex.quote(value)};"
         for name, value in {**env, "TEST_DIR": JUDGE_TESTS}.items()
     )
-    return f"cd {JUDGE_WORK} && {exports} exec bash {JUDGE_TESTS}/{TEST_SCRIPT}"
+    return f"cd {shlex.quote(workdir)} && {exports} exec bash {JUDGE_TESTS}/{TEST_SCRIPT}"
 
 
 @dataclass
@@ -157,17 +161,17 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
                     key=f"{section}.{name}",
                 )
     workdir = parts.workdir if parts.workdir not in (None, "/") else None
-    agent_paths = {workdir: WORKSPACE} if workdir else {}
-    test_paths = {HARBOR_TESTS: JUDGE_TESTS, HARBOR_VERIFIER: JUDGE_VERIFIER}
-    if workdir:
-        test_paths[workdir] = JUDGE_WORK
+    mapped = parts.environment
+    on_builtin = mapped is not None and mapped.image is not None
+    # A built environment keeps its WORKDIR (writable, filled from the image): no rewrite.
+    agent_paths = {workdir: WORKSPACE} if workdir and on_builtin else {}
+    test_paths = {HARBOR_TESTS: JUDGE_TESTS, HARBOR_VERIFIER: JUDGE_VERIFIER, **agent_paths}
     if workdir is None:
         parts.notes.append("no working directory: absolute paths in its files are left as they are")
     instruction = translate_paths(parts.instruction.encode(), agent_paths).decode()
     tests = {path: translate_paths(data, test_paths) for path, data in parts.tests.items()}
     solution = {"solve.sh": translate_paths(parts.solve, agent_paths)} if parts.solve else {}
 
-    mapped = parts.environment
     files: dict[str, bytes] = {}
     executable: set[str] = set()
     source_of: dict[str, object]
@@ -190,6 +194,7 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         {
             **source_of,
             "resources": parts.resources,
+            "base_policy": POLICY,
             "root": parts.root,
             "build_timeout_s": parts.build_timeout_s,
             "env": {**(mapped.env if mapped is not None else {}), **parts.env},
@@ -204,6 +209,7 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
     config = TaskConfig(
         instruction=instruction,
         image=image,
+        policy=POLICY,
         agent=AgentBudget(
             timeout_s=_timeout(
                 parts.agent_timeout_s, MAX_AGENT_TIMEOUT_S, "the agent's timeout", source, "agent"
@@ -211,7 +217,9 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
             max_steps=AGENT_STEPS,
         ),
         tests=TestSpec(
-            command=verifier_command(parts.verifier_env),
+            command=verifier_command(
+                parts.verifier_env, WORKSPACE if on_builtin or workdir is None else workdir
+            ),
             timeout_s=_timeout(
                 parts.tests_timeout_s, MAX_TEST_TIMEOUT_S, "the tests' timeout", source, "verifier"
             ),

@@ -1,6 +1,7 @@
 """Copy an agent's workspace for its judge: exec bits kept, no link that leads out of the copy.
 
     python3 -I workspace_copy.py SOURCE DEST
+    python3 -I workspace_copy.py --prune-links DIR
 
 Runs as the judge uid, once every process the agent left is dead and before
 anything else (the hidden tests) exists in the judge's directory. DEST must
@@ -19,6 +20,11 @@ not exist. What is copied:
 What the judge cannot read (the agent made it unreadable), FIFOs, sockets and
 devices are left out too. Each thing left out is named on stderr; the exit
 status is 0 unless the copy itself failed (DEST exists, a disk filled up).
+
+``--prune-links DIR`` applies the same rule to links in place (as the sandbox
+uid, once the agent's processes are dead): a verifier that works on the
+agent's own workspace (``agent-run``) never follows a link of the agent's out
+of it, as Harbor's artifact copy drops them.
 """
 
 from __future__ import annotations
@@ -85,6 +91,17 @@ def _copy_file(source: str, target: str) -> str | None:
     return None
 
 
+def prune_links(root: str) -> list[str]:
+    """Remove every link below ``root`` that does not resolve inside it; what was removed."""
+    links = []
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                links.append(path)
+    return _drop_escaping_links(links, root)
+
+
 def _drop_escaping_links(links: list[str], dest: str) -> list[str]:
     """Remove, until none is left, every link that does not resolve to something inside."""
     root = os.path.realpath(dest)
@@ -111,8 +128,12 @@ def _resolves_inside(link: str, root: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--prune-links":
+        for problem in prune_links(argv[1]):
+            print(f"removed before the tests: {problem}", file=sys.stderr)
+        return 0
     if len(argv) != 2:
-        print("usage: workspace_copy.py SOURCE DEST", file=sys.stderr)
+        print("usage: workspace_copy.py SOURCE DEST | --prune-links DIR", file=sys.stderr)
         return 2
     for problem in copy_tree(*argv):
         print(f"left out of the judged copy: {problem}", file=sys.stderr)

@@ -1,22 +1,31 @@
 #!/bin/bash
-# Harbor verifier for build-parallel-race. Runs as root in a fresh copy of the
+# Verifier for build-parallel-race. Runs as root in a fresh copy of the
 # task's environment holding the agent's /workspace; the agent's build runs as
 # the agent's uid (10001), never as root. Reward 1 only if every check passes.
 set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
-chown -R 10001:10001 /workspace
-chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
-as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+if [ "$(id -u)" = 0 ]; then  # Harbor: root, in a fresh container holding the agent's /workspace
+    chown -R 10001:10001 /workspace
+    chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
+    as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+    give() { chown -R 10001:10001 "$@"; }  # the verifier's files, to the agent's uid
+else  # sandbox-platform: the judge uid, /tests unreadable to others; agent-run is the uid drop
+    export TMPDIR=/tmp  # scratch the agent's uid can enter (the judge's own is /judge)
+    as_agent() { agent-run "$@"; }
+    give() { find "$@" -user "$(id -u)" -exec chmod a+rwX {} +; }  # the agent's are its own
+fi
+# put MODE SRC DEST: a file of the task's into the agent's tree, written as the agent.
+put() { as_agent sh -c 'cat > "$2" && chmod "$1" "$2"' sh "$1" "$3" < "$2"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 cd /workspace/calc || fail "/workspace/calc is missing"
 # Only the Makefile is the agent's: the sources and generator are the task's
 # (the verifier's generator wraps the task's, logging when each run starts and ends).
-install -o 10001 -g 10001 -m 0755 /tests/gen-table.sh tools/gen-table.sh
+put 0755 /tests/gen-table.sh tools/gen-table.sh
 log=$(mktemp -d)/gen.log
-chown -R 10001:10001 "$(dirname "$log")"
-reset_log() { : > "$log"; chown 10001:10001 "$log"; }
+give "$(dirname "$log")"
+reset_log() { : > "$log"; give "$log"; }
 
 check_binary() {
     [ "$(as_agent build/calc 2 3 + 4 '*')" = 20 ] || fail "build/calc 2 3 + 4 '*' does not print 20 ($1)"

@@ -1,31 +1,42 @@
 #!/bin/bash
-# Harbor verifier for cron-jobs-skipped. Runs as root in a fresh copy of the
+# Verifier for cron-jobs-skipped. Runs as root in a fresh copy of the
 # task's environment holding the agent's /workspace; the jobs run as the
 # agent's uid (10001), never as root. Reward 1 only if every check passes.
 set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
-chown -R 10001:10001 /workspace
-chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
-as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+if [ "$(id -u)" = 0 ]; then  # Harbor: root, in a fresh container holding the agent's /workspace
+    chown -R 10001:10001 /workspace
+    chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
+    as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+    give() { chown -R 10001:10001 "$@"; }  # the verifier's files, to the agent's uid
+else  # sandbox-platform: the judge uid, /tests unreadable to others; agent-run is the uid drop
+    export TMPDIR=/tmp  # scratch the agent's uid can enter (the judge's own is /judge)
+    as_agent() { agent-run "$@"; }
+    give() { find "$@" -user "$(id -u)" -exec chmod a+rwX {} +; }  # the agent's are its own
+fi
+# put MODE SRC DEST: a file of the task's into the agent's tree, written as the agent.
+put() { as_agent sh -c 'cat > "$2" && chmod "$1" "$2"' sh "$1" "$3" < "$2"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 cron=/workspace/cron
 [ -d "$cron/daily" ] || fail "$cron/daily is missing"
 # run-daily is the scheduler's; the state is a fresh one the agent never saw.
-install -o 10001 -g 10001 -m 0755 /opt/cron/run-daily "$cron/run-daily"
-rm -rf "$cron/state"
-mkdir -p "$cron/state/data/sub" "$cron/state/cache"
-printf 'one\n' > "$cron/state/data/one.txt"
-printf 'two\n' > "$cron/state/data/with space.txt"
-printf 'old\n' > "$cron/state/data/one.txt.bak"
-printf 'edit\n' > "$cron/state/data/sub/notes~"
-printf 'lock\n' > "$cron/state/data/sub/.#notes"
-printf 'keep\n' > "$cron/state/data/sub/keep.bak.txt"
-printf 't\n' > "$cron/state/cache/a.tmp"
-printf 't\n' > "$cron/state/cache/b.tmp"
-printf 'keep\n' > "$cron/state/cache/index"
-chown -R 10001:10001 "$cron/state"
+put 0755 /opt/cron/run-daily "$cron/run-daily"
+new=$(mktemp -d)/state
+mkdir -p "$new/data/sub" "$new/cache"
+printf 'one\n' > "$new/data/one.txt"
+printf 'two\n' > "$new/data/with space.txt"
+printf 'old\n' > "$new/data/one.txt.bak"
+printf 'edit\n' > "$new/data/sub/notes~"
+printf 'lock\n' > "$new/data/sub/.#notes"
+printf 'keep\n' > "$new/data/sub/keep.bak.txt"
+printf 't\n' > "$new/cache/a.tmp"
+printf 't\n' > "$new/cache/b.tmp"
+printf 'keep\n' > "$new/cache/index"
+give "$(dirname "$new")"
+as_agent rm -rf "$cron/state"
+as_agent cp -r "$new" "$cron/state"
 
 jobs=$(as_agent run-parts --test "$cron/daily" | xargs -n1 basename | tr '\n' ' ')
 [ "$jobs" = "10-rotate-cache 20-backup 30-report 40-cleanup " ] || fail "run-parts would run: $jobs"

@@ -1,20 +1,28 @@
 #!/bin/bash
-# Harbor verifier for makefile-stale-deps. Runs as root in a fresh copy of the
+# Verifier for makefile-stale-deps. Runs as root in a fresh copy of the
 # task's environment holding the agent's /workspace; make runs as the agent's
 # uid (10001), never as root. Reward 1 only if every check passes.
 set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
-chown -R 10001:10001 /workspace
-chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
-as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+if [ "$(id -u)" = 0 ]; then  # Harbor: root, in a fresh container holding the agent's /workspace
+    chown -R 10001:10001 /workspace
+    chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
+    as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+    give() { chown -R 10001:10001 "$@"; }  # the verifier's files, to the agent's uid
+else  # sandbox-platform: the judge uid, /tests unreadable to others; agent-run is the uid drop
+    export TMPDIR=/tmp  # scratch the agent's uid can enter (the judge's own is /judge)
+    as_agent() { agent-run "$@"; }
+    give() { find "$@" -user "$(id -u)" -exec chmod a+rwX {} +; }  # the agent's are its own
+fi
+# put MODE SRC DEST: a file of the task's into the agent's tree, written as the agent.
+put() { as_agent sh -c 'cat > "$2" && chmod "$1" "$2"' sh "$1" "$3" < "$2"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 cd /workspace/meter || fail "/workspace/meter is missing"
 # The sources are the task's; only the Makefile is the agent's.
-rm -rf src include
-cp -r /opt/meter/src /opt/meter/include .
-chown -R 10001:10001 .
+as_agent rm -rf src include
+as_agent cp -r /opt/meter/src /opt/meter/include .
 build() { out=$(as_agent timeout 120 make 2>&1) || fail "make failed ($1): $out"; }
 compiled() { echo "$out" | grep -Eo -- '-o [^ ]+' | awk '{print $2}' | sort | tr '\n' ' '; }
 edit() { sleep 1; as_agent sed -i "$1" "$2"; }
@@ -37,8 +45,7 @@ build "after editing units.h"
 
 # A header added later is tracked without touching the Makefile...
 sleep 1
-printf '#ifndef FMT_H\n#define FMT_H\n#define FMT "%%.3f %%s\\n"\n#endif\n' > include/fmt.h
-chown 10001:10001 include/fmt.h
+printf '#ifndef FMT_H\n#define FMT_H\n#define FMT "%%.3f %%s\\n"\n#endif\n' | as_agent sh -c 'cat > include/fmt.h'
 edit 's|#include "units.h"|#include "units.h"\n#include "fmt.h"|; s|printf("%.3f %s\\n",|printf(FMT,|' src/main.c
 build "after adding fmt.h"
 [ "$(compiled)" = "build/main.o meter " ] || fail "after adding fmt.h make built: $(compiled)"
@@ -48,9 +55,8 @@ build "after editing fmt.h"
 [ "$(reading)" = "25.0 kPa" ] || fail "after editing fmt.h meter prints $(reading)"
 
 # ...and one deleted (with its #include) does not break the build.
-cp /opt/meter/src/main.c src/main.c
-chown 10001:10001 src/main.c
-rm include/fmt.h
+as_agent cp /opt/meter/src/main.c src/main.c
+as_agent rm include/fmt.h
 build "after deleting fmt.h"
 [ "$(reading)" = "25.000 kPa" ] || fail "after deleting fmt.h meter prints $(reading)"
 build "with nothing changed, again"

@@ -5,7 +5,11 @@ import sqlite3
 import sys
 
 db, with_data = sys.argv[1], "--data" in sys.argv[2:]
-conn = sqlite3.connect(db)
+# A copy in memory: the checks below try writes (rolled back), and DB is the agent's file.
+conn = sqlite3.connect(":memory:")
+source = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+source.backup(conn)
+source.close()
 
 
 def fail(msg: str) -> None:

@@ -1,20 +1,29 @@
 #!/bin/bash
-# Harbor verifier for sqlite-migration. Runs as root in a fresh copy of the
+# Verifier for sqlite-migration. Runs as root in a fresh copy of the
 # task's environment holding the agent's /workspace; migrate.py runs as the
 # agent's uid (10001), never as root. Reward 1 only if every check passes.
 set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
-chown -R 10001:10001 /workspace
-chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
-as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+if [ "$(id -u)" = 0 ]; then  # Harbor: root, in a fresh container holding the agent's /workspace
+    chown -R 10001:10001 /workspace
+    chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
+    as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+    give() { chown -R 10001:10001 "$@"; }  # the verifier's files, to the agent's uid
+else  # sandbox-platform: the judge uid, /tests unreadable to others; agent-run is the uid drop
+    export TMPDIR=/tmp  # scratch the agent's uid can enter (the judge's own is /judge)
+    as_agent() { agent-run "$@"; }
+    give() { find "$@" -user "$(id -u)" -exec chmod a+rwX {} +; }  # the agent's are its own
+fi
+# put MODE SRC DEST: a file of the task's into the agent's tree, written as the agent.
+put() { as_agent sh -c 'cat > "$2" && chmod "$1" "$2"' sh "$1" "$3" < "$2"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 app=/workspace/app
 [ -f "$app/migrate.py" ] && [ -f "$app/app.db" ] || fail "migrate.py or app.db is missing"
 scratch=$(mktemp -d /tmp/verify.XXXXXX)
 cp -r "$app" "$scratch/app"
-chown -R 10001:10001 "$scratch"
+give "$scratch"
 migrate() { (cd "$scratch" && as_agent timeout 60 python3 "$@" 2>&1); }
 
 # The agent's app.db, migrated (again), and a new database.
@@ -30,7 +39,7 @@ python3 /tests/check_db.py "$scratch/new.db" || exit 0
 cp "$scratch/new.db" "$scratch/before.db"
 printf "CREATE TABLE t11 (x INTEGER);\nINSERT INTO audit (what) VALUES ('t11');\nINSERT INTO no_such_table VALUES (1);\n" \
     > "$scratch/app/migrations/11_broken.sql"
-chown 10001:10001 "$scratch/app/migrations/11_broken.sql"
+give "$scratch/app/migrations/11_broken.sql"
 out=$(migrate "$scratch/app/migrate.py" "$scratch/new.db") && fail "a failing migration 11 exited 0: $out"
 python3 /tests/check_db.py "$scratch/new.db" || exit 0
 printf "CREATE TABLE t11 (x INTEGER);\nINSERT INTO audit (what) VALUES ('t11');\n" > "$scratch/app/migrations/11_broken.sql"

@@ -1,14 +1,23 @@
 #!/bin/bash
-# Harbor verifier for stream-under-memory. Runs as root in a fresh copy of the
+# Verifier for stream-under-memory. Runs as root in a fresh copy of the
 # task's environment holding the agent's /workspace; summarize.py runs as the
 # agent's uid (10001), never as root, under the job's address-space limit.
 # Reward 1 only if every check passes.
 set -u
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
-chown -R 10001:10001 /workspace
-chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
-as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+if [ "$(id -u)" = 0 ]; then  # Harbor: root, in a fresh container holding the agent's /workspace
+    chown -R 10001:10001 /workspace
+    chmod -R go-rwx /tests  # the agent's programs (uid 10001) cannot read the tests
+    as_agent() { setpriv --reuid=10001 --regid=10001 --clear-groups --reset-env -- "$@"; }
+    give() { chown -R 10001:10001 "$@"; }  # the verifier's files, to the agent's uid
+else  # sandbox-platform: the judge uid, /tests unreadable to others; agent-run is the uid drop
+    export TMPDIR=/tmp  # scratch the agent's uid can enter (the judge's own is /judge)
+    as_agent() { agent-run "$@"; }
+    give() { find "$@" -user "$(id -u)" -exec chmod a+rwX {} +; }  # the agent's are its own
+fi
+# put MODE SRC DEST: a file of the task's into the agent's tree, written as the agent.
+put() { as_agent sh -c 'cat > "$2" && chmod "$1" "$2"' sh "$1" "$3" < "$2"; }
 fail() { echo "FAIL: $*"; exit 0; }
 
 script=/workspace/pipeline/summarize.py
@@ -21,7 +30,7 @@ check() {  # NAME ROWS SEED
     chmod 0644 "$scratch/$1.csv"
     python3 /tests/reference.py "$scratch/$1.csv" > "$scratch/$1.want"
     rm -f "$scratch/out.json"
-    install -o 10001 -g 10001 -d "$scratch/out"
+    mkdir -p "$scratch/out" && give "$scratch/out"
     out=$(cd "$scratch/out" && as_agent sh -c 'ulimit -v 98304 && exec timeout 60 python3 "$1" "$2" "$3"' sh \
         "$script" "$scratch/$1.csv" "$scratch/out/$1.json" 2>&1) \
         || fail "summarize.py failed on $1 ($2 events) under ulimit -v 98304: $(echo "$out" | tail -3)"

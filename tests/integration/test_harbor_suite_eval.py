@@ -1,0 +1,95 @@
+"""The shipped Harbor-format tasks (``sandbox/evals/harbor_suite``) through our own evaluator.
+
+What ``sandbox eval run`` does, on an in-process platform with the real engine:
+each task's ``environment/Dockerfile`` is built by the environment builder
+(found cached after its first build), the agent works in a session of it, and
+the task's own ``tests/test.sh`` judges the trial as the judge uid, re-running
+the agent's programs as the sandbox uid through ``agent-run``. The reference
+solution passes every task and doing nothing fails every one. Then the quality
+check runs every probe on two of them and finds no loophole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.evals import NullAgent, OracleAgent, run_eval
+from sandbox.evals.agents import Agent
+from sandbox.evals.formats import load_tasks
+from sandbox.evals.runner import RunSummary
+from sandbox.evals.tasks import Task
+from sandbox.quality import CheckSettings, run_check
+from sandbox.quality.progress import QualityProgress
+from sandbox.service.platform import Platform
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.docker
+
+SUITE = REPO / "sandbox" / "evals" / "harbor_suite"
+
+
+async def run(platform: Platform, tasks: list[Task], agent: Agent, out: Path) -> RunSummary:
+    return await run_eval(
+        tasks,
+        agent,
+        sessions=platform.sessions,
+        policies=platform.policies,
+        out=out,
+        concurrency=4,
+        progress=False,
+        available_images=platform.images,
+    )
+
+
+def by_task(summary: RunSummary) -> dict[str, dict[str, Any]]:
+    return {r["task"]: r for r in summary.records}
+
+
+async def test_oracle_passes_and_null_fails_every_harbor_suite_task(
+    platform: Platform, tmp_path: Path
+) -> None:
+    tasks = load_tasks(SUITE)
+    assert len(tasks) == 12 and {t.format for t in tasks} == {"harbor"}
+    assert all(t.environment is not None and t.environment.dockerfile for t in tasks)
+    started = time.monotonic()
+    oracle = by_task(await run(platform, tasks, OracleAgent(), tmp_path / "oracle"))
+    print(f"12 Harbor tasks, oracle: {time.monotonic() - started:.1f} s")
+    null = by_task(await run(platform, tasks, NullAgent(), tmp_path / "null"))
+    for task in tasks:
+        passed, failed = oracle[task.id], null[task.id]
+        assert passed["outcome"] == "passed", (task.id, passed["error"], passed["tests"])
+        assert passed["tests"]["reward"] == 1.0
+        assert "PASS" in passed["tests"]["stdout_tail"]
+        assert failed["outcome"] == "failed", (task.id, failed["error"], failed["tests"])
+        assert failed["tests"]["reward"] == 0.0
+        # Its own built environment, found cached by the second run.
+        assert passed["environment"]["image"].startswith("sandbox-env:")
+        assert failed["environment"]["id"] == passed["environment"]["id"]
+        assert failed["environment"]["cached"] is True
+
+
+async def test_quality_check_finds_no_loophole_in_harbor_suite_tasks(
+    platform: Platform, tmp_path: Path
+) -> None:
+    chosen = [SUITE / "csv-encoding", SUITE / "build-parallel-race"]
+    report = await asyncio.wait_for(
+        run_check(
+            chosen,
+            CheckSettings(concurrency=4, runs=1),
+            platform=platform,
+            progress=QualityProgress(enabled=False),
+        ),
+        timeout=1500,
+    )
+    items = {item.key: item for item in report.items}
+    assert set(items) == {"csv-encoding", "build-parallel-race"}
+    for key, item in items.items():
+        assert item.loaded, (key, item.findings)
+        assert item.status not in ("broken", "loophole"), (key, item.findings)
+        loopholes = [f for f in item.findings if f.severity == "loophole"]
+        assert not loopholes, (key, loopholes)
