@@ -82,7 +82,8 @@ JUDGE_ENV = {
 }
 # Whatever an earlier judging left goes first: the copy is made before the tests exist.
 JUDGE_CLEAR_COMMAND = f"rm -rf {JUDGE_WORK} {JUDGE_TESTS} {AGENT_BIN} {JUDGE_DIR}/{COMMAND_FILE}"
-JUDGE_COPY_COMMAND = f"{JUDGE_CLEAR_COMMAND} && exec python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {JUDGE_WORK}"
+WORKSPACE_COPY = f"python3 -I {HARNESS_DIR}/workspace_copy.py {WORKDIR} {JUDGE_WORK}"
+JUDGE_COPY_COMMAND = f"{JUDGE_CLEAR_COMMAND} && exec {WORKSPACE_COPY}"
 PYTEST_ARGV = [
     "python3",
     "-I",
