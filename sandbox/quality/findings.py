@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
+from sandbox.backends.base import WORKDIR
 from sandbox.core.sessions import JUDGE_TESTS
 from sandbox.evals.formats.layout import path_pattern
 from sandbox.evals.tasks import Task
@@ -109,21 +110,33 @@ def _flag_star_imports(
     )
 
 
-def _flag_agent_writable(item: ItemResult, tests: Mapping[str, str]) -> None:
-    """Tests that read places the agent could write (and its processes could leave state in)."""
+def _flag_agent_writable(item: ItemResult, tests: Mapping[str, str], *, own_work: bool) -> None:
+    """Tests that read places the agent could write (and its processes could leave state in).
+
+    ``own_work``: a Harbor-style verifier, which works on the agent's own
+    ``/workspace`` by design (its links out pruned, the agent's programs re-run
+    with ``agent-run``); only the other places are flagged.
+    """
+    roots = [r for r in AGENT_WRITABLE if not (own_work and r == WORKDIR)]
     where = sorted(
         f"{path}: {root}"
         for path, text in tests.items()
-        for root in AGENT_WRITABLE
+        for root in roots
         if path_pattern(root).search(text)
     )
     if where:
+        fix = (
+            "make scratch directories fresh (mktemp -d) and keep what the judge compares in "
+            "the judge's own directory"
+            if own_work
+            else "judge the copy of the agent's work ($WORK) and write to the judge's own "
+            "directory instead"
+        )
         item.add(
             "verifier",
             Severity.WARNING,
             f"the tests use places the agent could write ({', '.join(where[:4])}): what the "
-            "agent left there (a planted file, a link) is read by the judge; judge the copy of "
-            "the agent's work ($WORK) and write to the judge's own directory instead",
+            f"agent left there (a planted file, a link) is read by the judge; {fix}",
             lines=where,
         )
 
@@ -183,7 +196,7 @@ def static_task_findings(
     if not task.solution:
         item.add("schema", Severity.BROKEN, "solution/ is empty: there is no reference solution")
     texts = {p: d.decode("utf-8", "replace") for p, d in task.tests.items()}
-    _flag_agent_writable(item, texts)
+    _flag_agent_writable(item, texts, own_work=task.judged_by_reward)
     _flag_fragile(item, texts)
     _flag_star_imports(item, texts, _python_modules([*task.files, *task.solution]), "agent")
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from sandbox.errors import InvalidRequestError
 from sandbox.evals import NullAgent, OracleAgent, run_eval
 from sandbox.evals.agents import Agent, Tools, TrialContext
 from sandbox.evals.formats import load_task, load_tasks
@@ -120,7 +119,8 @@ async def test_a_reward_planted_by_the_agent_never_counts(
     # The judge's space and the root are closed to the agent.
     for seen in agent.observations.values():
         assert "Permission denied" in seen[0], seen[0]
-        assert "Read-only file system" in seen[1], seen[1]
+        # /logs: a tmpfs of the harbor policy that the verifier never reads (harmless).
+        assert seen[1].startswith("exit_code: 0"), seen[1]
         assert seen[2].startswith("exit_code: 0"), seen[2]  # planted in the workspace: harmless
 
 
@@ -163,18 +163,18 @@ async def test_hostile_reward_files_are_refused(platform: Platform, tmp_path: Pa
     assert "not a finite number" in reasons["bool"]
 
 
-async def test_a_task_whose_environment_needs_building_is_refused_before_any_trial(
+async def test_a_task_whose_environment_needs_building_is_built_and_judged(
     platform: Platform, tmp_path: Path
 ) -> None:
     target = tmp_path / "needs-build"
     shutil.copytree(FORMATS / "harbor" / "fix-greeting", target)
     dockerfile = target / "environment" / "Dockerfile"
-    dockerfile.write_text(dockerfile.read_text() + "RUN pip install requests\n")
+    dockerfile.write_text(dockerfile.read_text() + "RUN echo built > /opt/built-marker\n")
     task = load_task(target)
     assert task.environment is not None and task.environment.dockerfile == dockerfile
-    with pytest.raises(InvalidRequestError, match="Dockerfile"):
-        await run(platform, [task], OracleAgent(), tmp_path / "refused")
-    assert not (tmp_path / "refused" / "results.jsonl").exists()
+    record = by_task(await run(platform, [task], OracleAgent(), tmp_path / "built"))[task.id]
+    assert record["outcome"] == "passed", (record["error"], record["tests"])
+    assert record["environment"]["image"].startswith("sandbox-env:")
 
 
 # harbor needs Python >= 3.12: it lives in a venv of its own (SANDBOX_HARBOR_BIN names its CLI).

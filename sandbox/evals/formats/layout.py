@@ -162,7 +162,9 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
                 )
     workdir = parts.workdir if parts.workdir not in (None, "/") else None
     mapped = parts.environment
-    on_builtin = mapped is not None and mapped.image is not None
+    on_builtin = (mapped is not None and mapped.image is not None) or (
+        mapped is None and parts.image_name in BUILTIN_IMAGES
+    )
     # A built environment keeps its WORKDIR (writable, filled from the image): no rewrite.
     agent_paths = {workdir: WORKSPACE} if workdir and on_builtin else {}
     test_paths = {HARBOR_TESTS: JUDGE_TESTS, HARBOR_VERIFIER: JUDGE_VERIFIER, **agent_paths}
