@@ -247,7 +247,7 @@ agent:
   timeout_s: 60
   max_steps: 5
 tests:
-  command: 'test "$(cat "$WORK/answer.txt")" = "$(( $(cat /opt/task/base) + 1 ))"'
+  command: 'test "$(agent-run cat answer.txt)" = "$(( $(cat /opt/task/base) + 1 ))"'
   timeout_s: 20
 """
 
