@@ -466,6 +466,10 @@ def _sessions_per_host(http: httpx.Client, expected: int) -> dict[str, dict[str,
         time.sleep(0.2)
 
 
+def _hosts(http: httpx.Client) -> dict[str, dict[str, Any]]:
+    return {h["node_id"]: h for h in fleet_status(http)["hosts"]}
+
+
 def _owned(owner: str) -> list[str]:
     engine = docker.from_env(timeout=60)
     try:
@@ -492,6 +496,11 @@ def test_a_lost_host_loses_nothing_but_its_sessions(fleet: Service, cluster: Any
         rerouted = metric(http.get("/metrics").text, "sandbox_fleet_rerouted_total")
         batch = Streamed(http, ITEMS, concurrency=16)
         batch.wait_for(30)
+        # Remove it while batch items run there (placement may serve the first ones elsewhere).
+        deadline = time.monotonic() + 30
+        while not _hosts(http)[victim["node_id"]]["in_flight"]:
+            assert time.monotonic() < deadline, "no batch item ran on the victim host"
+            time.sleep(0.05)
         cluster.remove_node(workers[victim["node_id"]], allow_graceful=False)
         lines = batch.result()
         # items that were running on the lost host were sent again to another one
