@@ -14,40 +14,20 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from sandbox.evals import NullAgent, OracleAgent, run_eval
-from sandbox.evals.agents import Agent
+from sandbox.evals import NullAgent, OracleAgent
 from sandbox.evals.formats import load_tasks
-from sandbox.evals.runner import RunSummary
-from sandbox.evals.tasks import Task
 from sandbox.quality import CheckSettings, run_check
 from sandbox.quality.progress import QualityProgress
 from sandbox.service.platform import Platform
 from tests.conftest import REPO
+from tests.integration.eval_runs import by_task, run_tasks
 
 pytestmark = pytest.mark.docker
 
 SUITE = REPO / "sandbox" / "evals" / "harbor_suite"
-
-
-async def run(platform: Platform, tasks: list[Task], agent: Agent, out: Path) -> RunSummary:
-    return await run_eval(
-        tasks,
-        agent,
-        sessions=platform.sessions,
-        policies=platform.policies,
-        out=out,
-        concurrency=4,
-        progress=False,
-        available_images=platform.images,
-    )
-
-
-def by_task(summary: RunSummary) -> dict[str, dict[str, Any]]:
-    return {r["task"]: r for r in summary.records}
 
 
 async def test_oracle_passes_and_null_fails_every_harbor_suite_task(
@@ -57,9 +37,10 @@ async def test_oracle_passes_and_null_fails_every_harbor_suite_task(
     assert len(tasks) == 12 and {t.format for t in tasks} == {"harbor"}
     assert all(t.environment is not None and t.environment.dockerfile for t in tasks)
     started = time.monotonic()
-    oracle = by_task(await run(platform, tasks, OracleAgent(), tmp_path / "oracle"))
+    summary = await run_tasks(platform, tasks, OracleAgent(), tmp_path / "oracle", concurrency=4)
+    oracle = by_task(summary)
     print(f"12 Harbor tasks, oracle: {time.monotonic() - started:.1f} s")
-    null = by_task(await run(platform, tasks, NullAgent(), tmp_path / "null"))
+    null = by_task(await run_tasks(platform, tasks, NullAgent(), tmp_path / "null", concurrency=4))
     for task in tasks:
         passed, failed = oracle[task.id], null[task.id]
         assert passed["outcome"] == "passed", (task.id, passed["error"], passed["tests"])

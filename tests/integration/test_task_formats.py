@@ -16,15 +16,13 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from sandbox.evals import NullAgent, OracleAgent, run_eval
+from sandbox.evals import NullAgent, OracleAgent
 from sandbox.evals.agents import Agent, Tools, TrialContext
 from sandbox.evals.formats import load_task, load_tasks
 from sandbox.evals.formats.export import SUITE, export_harbor
-from sandbox.evals.runner import RunSummary
 from sandbox.evals.tasks import Task
 from sandbox.evals.tasks import load_task as own_load_task
 from sandbox.evals.tasks import load_tasks as own_load_tasks
@@ -32,6 +30,7 @@ from sandbox.quality import CheckSettings, run_check
 from sandbox.quality.progress import QualityProgress
 from sandbox.service.platform import Platform
 from tests.conftest import REPO, SANDBOX_BIN
+from tests.integration.eval_runs import by_task, run_tasks
 
 pytestmark = pytest.mark.docker
 
@@ -42,30 +41,13 @@ def formats_tasks() -> list[Task]:
     return load_tasks(FORMATS / "harbor") + load_tasks(FORMATS / "terminal-bench")
 
 
-async def run(platform: Platform, tasks: list[Task], agent: Agent, out: Path) -> RunSummary:
-    return await run_eval(
-        tasks,
-        agent,
-        sessions=platform.sessions,
-        policies=platform.policies,
-        out=out,
-        concurrency=2,
-        progress=False,
-        available_images=platform.images,
-    )
-
-
-def by_task(summary: RunSummary) -> dict[str, dict[str, Any]]:
-    return {r["task"]: r for r in summary.records}
-
-
 async def test_oracle_passes_and_null_fails_both_formats(
     platform: Platform, tmp_path: Path
 ) -> None:
     tasks = formats_tasks()
     assert {t.format for t in tasks} == {"harbor", "terminal-bench"}
-    oracle = by_task(await run(platform, tasks, OracleAgent(), tmp_path / "oracle"))
-    null = by_task(await run(platform, tasks, NullAgent(), tmp_path / "null"))
+    oracle = by_task(await run_tasks(platform, tasks, OracleAgent(), tmp_path / "oracle"))
+    null = by_task(await run_tasks(platform, tasks, NullAgent(), tmp_path / "null"))
     for task in tasks:
         assert oracle[task.id]["outcome"] == "passed", oracle[task.id]["tests"]
         assert oracle[task.id]["tests"]["reward"] == 1.0
@@ -112,7 +94,7 @@ async def test_a_reward_planted_by_the_agent_never_counts(
         load_task(FORMATS / "harbor" / "count-words"),
     ]
     agent = PlantingAgent()
-    records = by_task(await run(platform, tasks, agent, tmp_path / "planted"))
+    records = by_task(await run_tasks(platform, tasks, agent, tmp_path / "planted"))
     for record in records.values():
         assert record["outcome"] == "failed", record["tests"]
         assert record["tests"]["reward"] == 0.0
@@ -146,7 +128,7 @@ async def test_hostile_reward_files_are_refused(platform: Platform, tmp_path: Pa
         "exit-status-ignored": "echo 1 > /logs/verifier/reward.txt; exit 3\n",
     }
     tasks = [_variant(tmp_path, name, script) for name, script in variants.items()]
-    records = by_task(await run(platform, tasks, OracleAgent(), tmp_path / "hostile"))
+    records = by_task(await run_tasks(platform, tasks, OracleAgent(), tmp_path / "hostile"))
     reasons = {name: str(records[name]["tests"]["reason"]) for name in variants}
     assert records["exit-status-ignored"]["outcome"] == "passed", records["exit-status-ignored"]
     assert records["exit-status-ignored"]["tests"]["exit_code"] == 3
@@ -172,7 +154,7 @@ async def test_a_task_whose_environment_needs_building_is_built_and_judged(
     dockerfile.write_text(dockerfile.read_text() + "RUN echo built > /opt/built-marker\n")
     task = load_task(target)
     assert task.environment is not None and task.environment.dockerfile == dockerfile
-    record = by_task(await run(platform, [task], OracleAgent(), tmp_path / "built"))[task.id]
+    record = by_task(await run_tasks(platform, [task], OracleAgent(), tmp_path / "built"))[task.id]
     assert record["outcome"] == "passed", (record["error"], record["tests"])
     assert record["environment"]["image"].startswith("sandbox-env:")
 
@@ -216,7 +198,7 @@ async def test_exported_tasks_read_back_give_the_same_verdicts(
     verdicts: dict[str, dict[str, str]] = {}
     for label, tasks in (("ours", originals), ("harbor", imported)):
         for agent in (OracleAgent(), NullAgent()):
-            summary = await run(platform, tasks, agent, tmp_path / f"{label}-{agent.name}")
+            summary = await run_tasks(platform, tasks, agent, tmp_path / f"{label}-{agent.name}")
             for record in summary.records:
                 verdicts.setdefault(f"{record['task']}/{agent.name}", {})[label] = record["outcome"]
     for key, outcome in verdicts.items():
