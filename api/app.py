@@ -9,12 +9,15 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
+from sandbox.core.sessions import SessionManager
+from sandbox.evals.catalog import TaskCatalog
+from sandbox.evals.episodes import EpisodeManager
 from sandbox.service.platform import Platform, PlatformSettings
 
 from . import errors
 from .deps import bind_priority_class
 from .middleware import BodyPolicy
-from .routers import audit, compat, environments, health, judge, pool, run, sessions
+from .routers import audit, compat, environments, episodes, health, judge, pool, run, sessions
 from .routers import fleet as fleet_routes
 
 logger = logging.getLogger(__name__)
@@ -49,10 +52,16 @@ def create_app(
                 "service; configure keys (--keys or $SANDBOX_API_KEYS_FILE) to serve others",
                 platform.keyring.anonymous.name,
             )
+        sessions = getattr(platform, "sessions", None)
+        manager = EpisodeManager(sessions) if isinstance(sessions, SessionManager) else None
+        tasks_dir = platform.settings.audit_path.parent / "tasks"
+        app.state.episodes = episodes.Episodes(TaskCatalog(tasks_dir), manager)
         try:
             await platform.start()
             yield
         finally:
+            if manager is not None:
+                await manager.close_all()
             await platform.close()
 
     app = FastAPI(
@@ -66,4 +75,6 @@ def create_app(
     app.add_middleware(BodyPolicy)
     for module in (run, judge, sessions, environments, compat, pool, audit, health, fleet_routes):
         app.include_router(module.router)
+    app.include_router(episodes.tasks_router)
+    app.include_router(episodes.router)
     return app

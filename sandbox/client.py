@@ -40,7 +40,7 @@ from .errors import (
     ServiceUnreachableError,
     error_for_code,
 )
-from .results import RunResult
+from .results import EpisodeInfo, EpisodeResult, RunResult, StepResult, TaskInfo
 
 T = TypeVar("T")
 
@@ -49,6 +49,8 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 3
 MAX_RETRY_WAIT_S = 30.0
 DEFAULT_BUILD_TIMEOUT_S = 600.0
+JUDGE_WAIT_S = 3600.0
+"""How long to wait for an episode's hidden tests (their own limit is the task's)."""
 
 
 def _run_payload(
@@ -155,6 +157,30 @@ def _build_request(
         "headers": {"Content-Type": "application/x-tar"},
         "timeout": (build_timeout_s or DEFAULT_BUILD_TIMEOUT_S) + 60.0,
     }
+
+
+def _task_upload(path: str | Path) -> dict[str, Any]:
+    """The keyword arguments of ``POST /v1/tasks`` for the task directory ``path``."""
+    folder = Path(path)
+    return {
+        "content": folder_archive(folder),
+        "params": {"name": folder.resolve().name},
+        "headers": {"Content-Type": "application/x-tar"},
+    }
+
+
+def _episode_payload(
+    task: str, max_steps: int | None, timeout_s: float | None, max_output_chars: int | None
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {"task": task}
+    for key, value in (
+        ("max_steps", max_steps),
+        ("timeout_s", timeout_s),
+        ("max_output_chars", max_output_chars),
+    ):
+        if value is not None:
+            payload[key] = value
+    return payload
 
 
 def _session_payload(
@@ -360,6 +386,45 @@ class SandboxClient:
     def close_session(self, session_id: str) -> None:
         """End a session (``DELETE /v1/sessions/{id}``)."""
         self._request("DELETE", f"/v1/sessions/{session_id}")
+
+    def upload_task(self, path: str | Path) -> TaskInfo:
+        """Upload a task directory (``POST /v1/tasks``); its ``task`` reference opens episodes."""
+        response = self._request("POST", "/v1/tasks", **_task_upload(path))
+        return TaskInfo.model_validate_json(response.content)
+
+    def open_episode(
+        self,
+        task: str,
+        *,
+        max_steps: int | None = None,
+        timeout_s: float | None = None,
+        max_output_chars: int | None = None,
+    ) -> EpisodeInfo:
+        """Start an episode of ``task`` (a shipped id or ``upload:<digest>``;
+        ``POST /v1/episodes``): its instruction, tools and budget."""
+        payload = _episode_payload(task, max_steps, timeout_s, max_output_chars)
+        response = self._request("POST", "/v1/episodes", json=payload)
+        return EpisodeInfo.model_validate_json(response.content)
+
+    def episode_step(
+        self, episode_id: str, tool: str, arguments: Mapping[str, Any] | str | None = None
+    ) -> StepResult:
+        """One tool call in the episode (``POST /v1/episodes/{id}/step``)."""
+        body = {"tool": tool, "arguments": arguments if arguments is not None else {}}
+        wait = MAX_TIME_S + (self._http.timeout.read or DEFAULT_TIMEOUT_S)
+        response = self._request("POST", f"/v1/episodes/{episode_id}/step", json=body, timeout=wait)
+        return StepResult.model_validate_json(response.content)
+
+    def judge_episode(self, episode_id: str) -> EpisodeResult:
+        """Run the hidden tests and end the session (``POST /v1/episodes/{id}/judge``);
+        ``reward`` None means the platform failed: drop the episode."""
+        response = self._request("POST", f"/v1/episodes/{episode_id}/judge", timeout=JUDGE_WAIT_S)
+        return EpisodeResult.model_validate_json(response.content)
+
+    def close_episode(self, episode_id: str) -> None:
+        """Forget the episode, closing its session (``DELETE``); one gone is no error."""
+        with contextlib.suppress(NotFoundError):
+            self._request("DELETE", f"/v1/episodes/{episode_id}")
 
     def close(self) -> None:
         self._http.close()
@@ -571,6 +636,49 @@ class AsyncSandboxClient:
         """The caller's open sessions (``GET /v1/sessions``)."""
         response = await self._request("GET", "/v1/sessions")
         return [SessionInfo.model_validate(item) for item in response.json()]
+
+    async def upload_task(self, path: str | Path) -> TaskInfo:
+        """Upload a task directory (``POST /v1/tasks``); its ``task`` reference opens episodes."""
+        response = await self._request("POST", "/v1/tasks", **_task_upload(path))
+        return TaskInfo.model_validate_json(response.content)
+
+    async def open_episode(
+        self,
+        task: str,
+        *,
+        max_steps: int | None = None,
+        timeout_s: float | None = None,
+        max_output_chars: int | None = None,
+    ) -> EpisodeInfo:
+        """Start an episode of ``task`` (a shipped id or ``upload:<digest>``;
+        ``POST /v1/episodes``): its instruction, tools and budget."""
+        payload = _episode_payload(task, max_steps, timeout_s, max_output_chars)
+        response = await self._request("POST", "/v1/episodes", json=payload)
+        return EpisodeInfo.model_validate_json(response.content)
+
+    async def episode_step(
+        self, episode_id: str, tool: str, arguments: Mapping[str, Any] | str | None = None
+    ) -> StepResult:
+        """One tool call in the episode (``POST /v1/episodes/{id}/step``)."""
+        body = {"tool": tool, "arguments": arguments if arguments is not None else {}}
+        wait = MAX_TIME_S + (self._http.timeout.read or DEFAULT_TIMEOUT_S)
+        response = await self._request(
+            "POST", f"/v1/episodes/{episode_id}/step", json=body, timeout=wait
+        )
+        return StepResult.model_validate_json(response.content)
+
+    async def judge_episode(self, episode_id: str) -> EpisodeResult:
+        """Run the hidden tests and end the session (``POST /v1/episodes/{id}/judge``);
+        ``reward`` None means the platform failed: drop the episode."""
+        response = await self._request(
+            "POST", f"/v1/episodes/{episode_id}/judge", timeout=JUDGE_WAIT_S
+        )
+        return EpisodeResult.model_validate_json(response.content)
+
+    async def close_episode(self, episode_id: str) -> None:
+        """Forget the episode, closing its session (``DELETE``); one gone is no error."""
+        with contextlib.suppress(NotFoundError):
+            await self._request("DELETE", f"/v1/episodes/{episode_id}")
 
     async def aclose(self) -> None:
         await self._http.aclose()

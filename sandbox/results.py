@@ -155,3 +155,56 @@ class RunResult(BaseModel):
         if path in self.files:
             return base64.b64decode(self.files[path])
         raise KeyError(f"{path}: {self.file_errors.get(path, 'not requested')}")
+
+
+# ------------------------------------------------------------------ episodes (/v1/episodes)
+
+
+class TaskInfo(BaseModel):
+    """A task one can open episodes of (`GET /v1/tasks`)."""
+
+    task: str
+    id: str
+    digest: str
+    instruction: str
+    category: str | None = None
+    difficulty: str
+
+
+class StepResult(BaseModel):
+    """What one tool call returned."""
+
+    observation: str = Field(description="The tool's output, as the policy should read it.")
+    done: bool = Field(description="The episode takes no more tool calls: judge it.")
+    steps: int = Field(description="Tool calls made so far.")
+    steps_left: int
+
+
+class EpisodeResult(BaseModel):
+    """An episode's verdict: the evaluator's outcome and the reward a trainer may use."""
+
+    episode: str
+    task: str
+    outcome: str = Field(description="passed, failed, agent_timeout, budget_exhausted, ...")
+    reward: float | None = Field(description="None when the platform failed: drop the episode.")
+    passed: bool | None
+    steps: int
+    tests: dict[str, Any] | None = None
+    error: str | None = None
+    wall_s: float
+
+
+class EpisodeInfo(BaseModel):
+    """An open episode."""
+
+    id: str
+    task: str
+    instruction: str
+    session_id: str
+    steps: int
+    max_steps: int
+    time_left_s: float
+    done: bool
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list, description="The tools to call, as OpenAI function schemas."
+    )

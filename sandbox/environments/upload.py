@@ -17,8 +17,11 @@ from sandbox.errors import InvalidRequestError, PayloadTooLargeError
 from .build import MAX_CONTEXT_FILES
 
 
-def unpack_context(archive: bytes, target: Path, *, max_bytes: int) -> None:
-    """Unpack ``archive`` into the folder ``target`` (which must exist)."""
+def unpack_context(
+    archive: bytes, target: Path, *, max_bytes: int, what: str = "build context"
+) -> None:
+    """Unpack ``archive`` (a ``what``: the error messages name it) into the folder ``target``
+    (which must exist)."""
     try:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
             members = []
@@ -28,16 +31,20 @@ def unpack_context(archive: bytes, target: Path, *, max_bytes: int) -> None:
                 members.append(member)
                 if total > max_bytes or len(members) > MAX_CONTEXT_FILES:
                     raise PayloadTooLargeError(
-                        f"the build context unpacks to more than {max_bytes >> 20} MB or "
-                        f"{MAX_CONTEXT_FILES} files, the most that is built (max_context_mb); "
-                        "leave out what the Dockerfile does not COPY"
+                        f"the {what} unpacks to more than {max_bytes >> 20} MB or "
+                        f"{MAX_CONTEXT_FILES} files, the most that is taken"
+                        + (
+                            " (max_context_mb); leave out what the Dockerfile does not COPY"
+                            if what == "build context"
+                            else ""
+                        )
                     )
             tar.extractall(target, members=members, filter="data")
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         if isinstance(exc, PayloadTooLargeError):
             raise
         raise InvalidRequestError(
-            f"the body is not a readable tar archive ({exc}); send the build context as "
+            f"the body is not a readable tar archive ({exc}); send the {what} as "
             "application/x-tar (optionally gzip-compressed)"
         ) from None
 

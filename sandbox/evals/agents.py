@@ -287,7 +287,11 @@ def _content_args(key: str, data: bytes) -> dict[str, str]:
 
 
 class Tools:
-    """The tools of one trial, bound to its session; enforces and records the budget."""
+    """The tools of one trial, bound to its session; enforces and records the budget.
+
+    ``max_output_chars`` caps each observation (stdout and stderr each, a file read;
+    head and tail kept) below the defaults :data:`MAX_STREAM_CHARS` and :data:`MAX_READ_CHARS`.
+    """
 
     def __init__(
         self,
@@ -299,8 +303,11 @@ class Tools:
         timeout_s: float,
         command_wall_s: float,
         trajectory: Trajectory | None = None,
+        max_output_chars: int | None = None,
     ) -> None:
         self._sessions = sessions
+        self.stream_chars = max_output_chars or MAX_STREAM_CHARS
+        self.read_chars = max_output_chars or MAX_READ_CHARS
         self._session_id = session_id
         self._tenant = tenant
         self.max_steps = max_steps
@@ -567,7 +574,7 @@ class Tools:
             ("stdout", result.stdout, result.stdout_truncated),
             ("stderr", result.stderr, result.stderr_truncated),
         ):
-            text = _elide(_text(data), MAX_STREAM_CHARS).rstrip("\n")
+            text = _elide(_text(data), self.stream_chars).rstrip("\n")
             note = " (truncated by the sandbox)" if cut else ""
             lines.append(f"[{name}]{note}" + ("" if text else " (empty)"))
             if text:
@@ -586,7 +593,7 @@ class Tools:
                 f"({len(data)} bytes of binary data; inspect it with shell, e.g. od -c)",
                 {"bytes": len(data)},
             )
-        return _elide(_text(data), MAX_READ_CHARS), {"bytes": len(data)}
+        return _elide(_text(data), self.read_chars), {"bytes": len(data)}
 
     async def _write_files(self, files: Mapping[str, bytes]) -> tuple[str, dict[str, Any]]:
         relative: dict[str, bytes] = {}

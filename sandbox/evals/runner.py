@@ -36,7 +36,6 @@ whose content changed under finished trials, is refused.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import datetime as dt
 import json
@@ -44,25 +43,26 @@ import logging
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Final
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from sandbox.core.argv import shell_command
-from sandbox.core.sessions import Command, SessionManager, SessionSpec
-from sandbox.environments import EnvironmentSpec
+from sandbox.core.sessions import SessionManager
 from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
 from sandbox.host.files import write_text_atomic
 from sandbox.policy import Policy
-from sandbox.results import ExecResult, ExecStatus
 
 from .agents import Agent, AgentError, Tools, Trajectory, TrialContext
-from .reward_files import REWARD_FILES, judge_rewards
+from .judging import (
+    OUTCOMES,
+    Outcome,
+    PytestReport,
+    SetupFailed,
+    judge_report,
+    judge_session,
+    start_task_session,
+)
 from .tasks import Task
 
 __all__ = [
@@ -82,119 +82,12 @@ logger = logging.getLogger(__name__)
 
 FORMAT_VERSION: Final = 1
 DEFAULT_TENANT: Final = "eval"
-TAIL_CHARS: Final = 4000
 MAX_EPOCHS: Final = 1000
 MAX_CONCURRENCY: Final = 256
 
 
-class Outcome(StrEnum):
-    PASSED = "passed"
-    FAILED = "failed"
-    AGENT_TIMEOUT = "agent_timeout"
-    BUDGET_EXHAUSTED = "budget_exhausted"
-    TEST_TIMEOUT = "test_timeout"
-    INFRA_ERROR = "infra_error"
-
-
-OUTCOMES: Final = tuple(o.value for o in Outcome)
-
-
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-
-
-def _tail(data: bytes) -> str:
-    text = data.decode("utf-8", errors="replace")
-    return text if len(text) <= TAIL_CHARS else "[...]" + text[-TAIL_CHARS:]
-
-
-# ------------------------------------------------------------------------------ judging
-
-
-class PytestReport(BaseModel):
-    """What the platform's pytest harness sends on the runner's report channel (nonce checked)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    exitstatus: int
-    collected: list[str]
-    collect_errors: list[str]
-    outcomes: dict[str, Literal["passed", "skipped", "failed", "error"]]
-
-
-def judge_report(
-    channel: Mapping[str, Any] | None,
-) -> tuple[dict[str, int] | None, str | None]:
-    """Counts (tests, passed, failures, errors, skipped) of the harness's report; why not a pass.
-
-    A collection error, and a collected test without an outcome (the session was
-    cut short), count as errors.
-    """
-    if channel is None:
-        return None, "the test run had no report channel"
-    if "report" not in channel:
-        return None, str(channel.get("error") or "no report came on the channel")
-    try:
-        report = PytestReport.model_validate(channel["report"])
-    except ValidationError as exc:
-        return None, f"the report on the channel is malformed ({exc.error_count()} problems)"
-    names = {*report.collected, *report.outcomes}
-    missing = [name for name in report.collected if name not in report.outcomes]
-    outcomes = Counter(report.outcomes.values())
-    counts = {
-        "tests": len(names),
-        "passed": outcomes["passed"],
-        "failures": outcomes["failed"],
-        "errors": outcomes["error"] + len(report.collect_errors) + len(missing),
-        "skipped": outcomes["skipped"],
-    }
-    if report.collect_errors:
-        return counts, f"{len(report.collect_errors)} error(s) while collecting the tests"
-    if missing:
-        return counts, f"{len(missing)} collected test(s) never ran to an outcome"
-    if counts["failures"] or counts["errors"]:
-        return counts, "the report lists failures or errors"
-    if report.exitstatus != 0:
-        return counts, f"pytest's own exit status was {report.exitstatus}"
-    if counts["passed"] < 1:
-        return counts, "the report holds no passed test"
-    return counts, None
-
-
-def _tests_verdict(
-    result: ExecResult, *, pytest: bool
-) -> tuple[bool, dict[str, int] | None, str | None]:
-    """(passed, report counts, why not) of one run of the hidden tests.
-
-    A ``command`` passes when it exits 0. A pytest run passes only when pytest
-    exits 0 *and* the harness's report, with this run's nonce, came on the
-    channel, lists at least one passed test and nothing failed, erred or went
-    missing: exiting 0 early (``os._exit(0)`` at import) sends no report.
-    """
-    counts, problem = judge_report(result.channel) if pytest else (None, None)
-    if result.status is not ExecStatus.OK or result.exit_code != 0:
-        ended = f"the tests ended with {result.status.value}, exit {result.exit_code}"
-        return False, counts, ended if problem is None else f"{ended}; {problem}"
-    if problem is not None:
-        return False, counts, problem
-    return True, counts, None
-
-
-def _reward_verdict(result: ExecResult) -> tuple[bool, float | None, dict[str, float], str | None]:
-    """(passed, reward, rewards, why not) of tests judged by the reward file they wrote.
-
-    The tests must have run to their end (any exit status); then the reward decides.
-    """
-    verdict = judge_rewards(result.files, result.file_errors)
-    if result.status not in (ExecStatus.OK, ExecStatus.NONZERO_EXIT):
-        ended = f"the tests ended with {result.status.value}"
-        return False, verdict.reward, verdict.rewards, ended
-    return (
-        verdict.passed,
-        verdict.reward,
-        verdict.rewards,
-        verdict.reason or (None if verdict.passed else f"the reward {verdict.reward} is below 1"),
-    )
 
 
 # ------------------------------------------------------------------------------ run dir
@@ -380,10 +273,6 @@ class _Trial:
     run: RunDir
 
 
-def _files_base64(files: Mapping[str, bytes]) -> dict[str, str]:
-    return {path: base64.b64encode(data).decode("ascii") for path, data in files.items()}
-
-
 async def _run_trial(env: _Trial, task: Task, epoch: int) -> dict[str, Any]:
     config = task.config
     trajectory_path = env.run.trajectory_path(task.id, epoch)
@@ -463,48 +352,6 @@ async def _run_trial(env: _Trial, task: Task, epoch: int) -> dict[str, Any]:
     return record
 
 
-async def _in_environment(
-    sessions: SessionManager,
-    task: Task,
-    environment: EnvironmentSpec,
-    spec: SessionSpec,
-    record: dict[str, Any],
-) -> SessionSpec:
-    """Build the task's environment (or find it built) and point ``spec`` at it.
-
-    On a platform without the environment builder, a task whose environment is
-    one of the built-in images (a Dockerfile that only lays files over one) runs
-    on it as it is; any other is refused, saying why it needs the builder.
-    """
-    if sessions.environments is None:
-        why = task.needs_own_environment
-        if why is None:
-            return spec
-        raise InvalidRequestError(
-            f"{task.path}: {why}, and this platform has no environment builder "
-            "(sandbox.environments); run it where the service builds environments"
-        )
-    built = await asyncio.to_thread(sessions.environments.build, environment, progress=logger.info)
-    env_id = built.record.environment
-    record["environment"] = {
-        "id": env_id,
-        "image": built.record.image,
-        "cached": built.cached,
-        "build_seconds": built.record.build_seconds,
-        "build_log": str(sessions.environments.records.log_path(env_id)),
-        "notes": list(built.record.notes),
-    }
-    return spec.model_copy(
-        update={
-            "environment": env_id,
-            "policy": environment.base_policy,
-            "resources": environment.resources,
-            "root": environment.root,
-            "env": dict(environment.env),
-        }
-    )
-
-
 async def _trial_body(
     env: _Trial,
     task: Task,
@@ -517,26 +364,10 @@ async def _trial_body(
     sessions, tenant = env.sessions, env.tenant
     # ---------------------------------------------------------------- the session
     try:
-        spec = SessionSpec(
-            image=config.image, policy=config.policy, files_base64=_files_base64(task.files)
-        )
-        if task.environment is not None:
-            spec = await _in_environment(sessions, task, task.environment, spec, record)
-        session = await sessions.create(spec, tenant=tenant)
-        record["_session"] = session.id
-        if session.notes:
-            record["environment"]["notes"] += session.notes
-        if task.executable:
-            chmod = shell_command("chmod", "+x", paths=sorted(task.executable))
-            await sessions.exec(session.id, Command(command=chmod), tenant=tenant)
-        if config.setup:
-            result = await sessions.exec(session.id, Command(command=config.setup), tenant=tenant)
-            if result.status is not ExecStatus.OK:
-                record["error"] = (
-                    f"the task's setup failed ({result.status.value}, exit {result.exit_code}): "
-                    f"{_tail(result.stderr or result.stdout)[-500:]}"
-                )
-                return Outcome.INFRA_ERROR
+        session_id = await start_task_session(sessions, task, tenant=tenant, record=record)
+    except SetupFailed as exc:
+        record["error"] = str(exc)
+        return Outcome.INFRA_ERROR
     except SandboxError as exc:
         record["error"] = f"could not start the task's session: {exc}"
         return Outcome.INFRA_ERROR
@@ -546,7 +377,7 @@ async def _trial_body(
     # ---------------------------------------------------------------- the agent
     tools = Tools(
         sessions,
-        session.id,
+        session_id,
         tenant=tenant,
         max_steps=config.agent.max_steps,
         timeout_s=config.agent.timeout_s,
@@ -588,48 +419,15 @@ async def _trial_body(
         outcome = Outcome.PASSED  # provisional: the tests decide
 
     # ---------------------------------------------------------------- the hidden tests
-    tests_started = time.monotonic()
-    try:
-        result = await sessions.run_hidden_tests(
-            session.id,
-            task.tests,
-            command=config.tests.command,
-            timeout_s=config.tests.timeout_s,
-            tenant=tenant,
-            collect=REWARD_FILES if task.judged_by_reward else (),
-            isolate_agent=config.tests.isolate_agent,
-            agent_run=task.judged_by_reward,
-        )
-    except SandboxError as exc:
-        record["error"] = f"the hidden tests could not run: {exc}"
-        return Outcome.INFRA_ERROR
-    record["tests_s"] = round(time.monotonic() - tests_started, 4)
-    rewards: dict[str, Any] = {}
-    if task.judged_by_reward:
-        passed, reward, named, why = _reward_verdict(result)
-        counts = None
-        rewards = {"reward": reward, "rewards": named}
-    else:
-        passed, counts, why = _tests_verdict(result, pytest=config.tests.pytest)
-    record["tests"] = {
-        **rewards,
-        "status": result.status.value,
-        "exit_code": result.exit_code,
-        "report": counts,
-        "reason": why,
-        "wall_s": round(result.usage.wall_s, 4),
-        "stdout_tail": _tail(result.stdout),
-        "stderr_tail": _tail(result.stderr),
-    }
-    if result.status is ExecStatus.INFRA_ERROR:
-        record["error"] = f"the hidden tests hit a platform error: {result.error}"
-        return Outcome.INFRA_ERROR
-    record["tests_passed"] = passed and result.status is not ExecStatus.TIMEOUT
-    if outcome is not Outcome.PASSED:
-        return outcome
-    if result.status is ExecStatus.TIMEOUT:
-        return Outcome.TEST_TIMEOUT
-    return Outcome.PASSED if passed else Outcome.FAILED
+    verdict = await judge_session(sessions, session_id, task, tenant=tenant, record=record)
+    # The tests run as information after a timeout or a spent budget, which stays the outcome.
+    return (
+        verdict
+        if verdict is Outcome.INFRA_ERROR
+        else outcome
+        if outcome is not Outcome.PASSED
+        else verdict
+    )
 
 
 # ------------------------------------------------------------------------------ runs
