@@ -6,7 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARKS = ("bench_run.py", "bench_humaneval.py", "bench_fleet.py", "bench_environments.py")
+BENCHMARKS = (
+    "bench_run.py",
+    "bench_humaneval.py",
+    "bench_fleet.py",
+    "bench_environments.py",
+    "bench_episodes.py",
+)
 
 
 def main() -> int:
