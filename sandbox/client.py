@@ -392,6 +392,11 @@ class SandboxClient:
         response = self._request("POST", "/v1/tasks", **_task_upload(path))
         return TaskInfo.model_validate_json(response.content)
 
+    def tasks(self) -> list[TaskInfo]:
+        """The shipped tasks, then the caller's uploads (``GET /v1/tasks``)."""
+        response = self._request("GET", "/v1/tasks")
+        return [TaskInfo.model_validate(item) for item in response.json()]
+
     def open_episode(
         self,
         task: str,
@@ -641,6 +646,11 @@ class AsyncSandboxClient:
         """Upload a task directory (``POST /v1/tasks``); its ``task`` reference opens episodes."""
         response = await self._request("POST", "/v1/tasks", **_task_upload(path))
         return TaskInfo.model_validate_json(response.content)
+
+    async def tasks(self) -> list[TaskInfo]:
+        """The shipped tasks, then the caller's uploads (``GET /v1/tasks``)."""
+        response = await self._request("GET", "/v1/tasks")
+        return [TaskInfo.model_validate(item) for item in response.json()]
 
     async def open_episode(
         self,

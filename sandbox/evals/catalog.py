@@ -11,6 +11,7 @@ again returns the same reference. One tenant never sees another's uploads
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import tempfile
@@ -24,7 +25,7 @@ from sandbox.results import TaskInfo
 
 from .formats import load_task, load_tasks
 from .formats.export import SUITE
-from .tasks import Task
+from .tasks import Task, TaskError
 
 __all__ = ["UPLOAD_PREFIX", "TaskCatalog", "TaskInfo"]
 
@@ -78,7 +79,10 @@ class TaskCatalog:
         try:
             (staging / name).mkdir()
             unpack_context(archive, staging / name, max_bytes=MAX_TASK_BYTES, what="task directory")
-            digest = load_task(staging / name).digest
+            try:
+                digest = load_task(staging / name).digest
+            except TaskError as exc:  # name the upload, not the staging folder
+                raise InvalidRequestError(str(exc).replace(f"{staging}{os.sep}", "")) from None
             target = folder / digest
             if not target.exists():
                 staging.rename(target)

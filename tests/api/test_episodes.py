@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from sandbox.client import SandboxClient
-from sandbox.errors import NotFoundError
+from sandbox.errors import InvalidRequestError, NotFoundError
+from sandbox.evals.catalog import HARBOR_SUITE as SHIPPED
 
 from ..conftest import Service
 
@@ -91,3 +92,24 @@ def test_the_budget_ends_an_episode_and_mistakes_are_observations(
     assert client.judge_episode(episode.id).outcome == "budget_exhausted"
     with pytest.raises(NotFoundError):
         client.open_episode("upload:" + "0" * 64)
+    # a refused upload names the file in the task as the client knows it
+    bad = make_task(tmp_path / "bad", 2)
+    (bad / "task.yaml").write_text(TASK_YAML + "tests_typo: 1\n")
+    with pytest.raises(InvalidRequestError, match=r"^plus-one-2/task.yaml: .*tests_typo"):
+        client.upload_task(bad)
+
+
+def test_a_shipped_harbor_task_is_an_episode_rewarded_by_its_reward_file(
+    client: SandboxClient,
+) -> None:
+    shipped = {t.task: t for t in client.tasks()}
+    assert {"shell-quoting", "cli-calc"} <= set(shipped)
+    solve = (SHIPPED / "shell-quoting" / "solution" / "solve.sh").read_text()
+    rewards = []
+    for command in (solve, "true"):
+        episode = client.open_episode("shell-quoting")
+        ran = client.episode_step(episode.id, "shell", {"command": command})
+        assert ran.observation.startswith("exit_code: 0"), ran.observation
+        result = client.judge_episode(episode.id)
+        rewards.append((result.outcome, result.reward, (result.tests or {}).get("reward")))
+    assert rewards == [("passed", 1.0, 1.0), ("failed", 0.0, 0.0)]
