@@ -314,9 +314,9 @@ class _Audit(TrainerCallback):
 
 
 def test_grpo_trainer_runs_every_rollout_through_the_service(
-    service: Service, task: Path, tmp_path: Path
+    service: Service, task: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     base = sandbox_environment_factory(service.url)
     made: list[SandboxToolEnv] = []
 
