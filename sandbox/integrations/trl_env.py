@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -71,11 +72,16 @@ def _callers_fault(exc: SandboxError) -> bool:
 
 @dataclass
 class _Connection:
-    """A client and the task directories uploaded through it (content digest -> ref)."""
+    """A client and the task directories uploaded through it (content digest -> ref).
+
+    Shared by a factory's environments, which TRL's asynchronous trainer drives from a
+    thread pool: the client is thread-safe, and uploads take a lock.
+    """
 
     client: SandboxClient
     owned: bool
     uploads: dict[str, str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def task_ref(self, task: str | Path) -> str:
         """The reference that opens episodes of ``task``, uploading a directory once."""
@@ -83,9 +89,10 @@ class _Connection:
         if not folder.is_dir():
             return str(task)
         digest = hashlib.sha256(folder_archive(folder)).hexdigest()
-        ref = self.uploads.get(digest)
-        if ref is None:
-            ref = self.uploads[digest] = self.client.upload_task(folder).task
+        with self.lock:
+            ref = self.uploads.get(digest)
+            if ref is None:
+                ref = self.uploads[digest] = self.client.upload_task(folder).task
         return ref
 
 

@@ -12,8 +12,11 @@ nothing from its previous episode, and a killed container gives the reward ``Non
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,7 @@ from sandbox.errors import NotFoundError, ServiceUnreachableError
 from sandbox.host.labels import LABEL_OWNER
 from sandbox.integrations.trl_env import SandboxToolEnv, sandbox_environment_factory
 
-from ..conftest import Service, free_port
+from ..conftest import REPO, Service, free_port
 
 pytestmark = pytest.mark.docker
 
@@ -143,6 +146,42 @@ def test_a_bad_task_raises_and_an_unreachable_service_fails_at_once(
         env.reset(prompt=[{"role": "user", "content": ""}])
     with pytest.raises(ServiceUnreachableError):
         sandbox_environment_factory(f"http://127.0.0.1:{free_port()}")
+
+
+def test_episodes_left_open_are_closed_on_collection_and_at_exit(
+    service: Service, task: Path
+) -> None:
+    env = sandbox_environment_factory(service.url)()
+    env.reset(task=str(task))
+    assert env.episode is not None
+    collected = env.episode.id
+    del env
+    gc.collect()
+    assert episode_state(service, collected).status_code == 404
+
+    # a trainer process that ends with its last batch's episodes open
+    script = f"""
+from sandbox.integrations.trl_env import sandbox_environment_factory
+make = sandbox_environment_factory({service.url!r})
+envs = [make(), make()]
+for env in envs:
+    env.reset(task={str(task)!r})
+print(" ".join(env.episode.id for env in envs))
+"""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": path},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    left_open = done.stdout.split()
+    assert len(left_open) == 2
+    for episode_id in left_open:
+        assert episode_state(service, episode_id).status_code == 404
 
 
 # ---------------------------------------------------------------- sandbox failures
