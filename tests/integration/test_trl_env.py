@@ -352,6 +352,17 @@ class _Audit(TrainerCallback):
         self.steps.append(rows)
 
 
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """The tiny model on one thread: on 2 shared cores, torch's thread pool spinning
+    against the service and its containers makes training several times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
 def test_grpo_trainer_runs_every_rollout_through_the_service(
     service: Service, task: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
