@@ -25,6 +25,7 @@ import docker
 import httpx
 import pytest
 import torch
+import yaml
 from datasets import Dataset
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
@@ -45,6 +46,7 @@ from ..conftest import REPO, Service, free_port
 
 pytestmark = pytest.mark.docker
 
+SUITE = REPO / "sandbox" / "evals" / "suite"
 INSTRUCTION = "value.txt holds a word; copy it to answer.txt."
 TASK_YAML = f"""\
 instruction: "{INSTRUCTION}"
@@ -128,6 +130,10 @@ def test_scripted_tool_calls_get_the_sandbox_and_the_hidden_tests_decide(
     assert env.reset(task=ref) == INSTRUCTION
     assert env.write_file("answer.txt", "banana").startswith("wrote")
     assert env.get_reward() == 1.0
+    # a shipped task, by id
+    shipped = yaml.safe_load((SUITE / "cli-calc" / "task.yaml").read_text())
+    assert env.reset(task="cli-calc") == shipped["instruction"]
+    assert env.bash("ls").splitlines()[2:4] == ["README.md", "examples.txt"]
     # another content is another upload
     env.reset(task=str(make_task(tmp_path, "cherry")))
     assert len(connection.uploads) == 2
