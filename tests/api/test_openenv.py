@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +41,7 @@ from websockets.exceptions import InvalidStatus
 from sandbox.client import SandboxClient
 from sandbox.service.tenants import hash_key, new_key
 
-from ..conftest import Service
+from ..conftest import REPO, Service
 from .test_episodes import make_task
 
 pytestmark = pytest.mark.docker
@@ -249,3 +251,65 @@ async def test_the_api_keys_guard_both_protocols(
         assert "value.txt" in result["observation"]["text"]
         seen = await env.step(shell("cat value.txt"))
         assert "5" in seen["observation"]["text"].splitlines()
+
+
+# ------------------------------------------------------------- OpenEnv's own client package
+
+OPENENV_VENV = Path(os.environ.get("OPENENV_VENV", REPO / ".venv-openenv"))
+OPENENV_SCRIPT = """
+import json, sys
+from openenv.core import GenericEnvClient
+
+for base_url, answer in json.loads(sys.argv[1]):
+    result = {}
+    with GenericEnvClient(base_url=base_url).sync() as env:
+        first = env.reset()
+        result["reset"] = [first.observation, first.reward, first.done]
+        seen = env.step({"tool": "shell", "arguments": {"command": "cat value.txt"}})
+        result["seen"] = seen.observation["text"]
+        env.step({"tool": "write_file", "arguments": {"path": "answer.txt", "content": answer}})
+        last = env.step({"tool": "done", "arguments": {}})
+        result["done"] = [last.reward, last.done, last.observation["outcome"]]
+        result["state"] = env.state()
+    print(json.dumps(result))
+"""
+
+
+def openenv_client(runs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """OpenEnv's ``GenericEnvClient`` (its ``.sync()`` wrapper) through one episode per
+    (base URL, answer), in the venv ``make openenv-venv`` makes (``openenv-core`` imports
+    gradio and fastmcp: too heavy for the main venv)."""
+    python = OPENENV_VENV / "bin" / "python"
+    if not python.is_file():
+        pytest.fail(f"{python} is missing: make OpenEnv's venv with `make openenv-venv`")
+    done = subprocess.run(
+        [str(python), "-c", OPENENV_SCRIPT, json.dumps(runs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_openenvs_own_client_drives_episodes(
+    task: str, service: Service, keyed: tuple[Service, str], tmp_path: Path
+) -> None:
+    svc, key = keyed
+    with SandboxClient(svc.url, api_key=key) as client:
+        keyed_task = client.upload_task(make_task(tmp_path, 41)).task
+    # the key in the URL (HTTP Basic): how OpenEnv's client can present one
+    keyed_base = f"{svc.url}/openenv/{keyed_task}".replace("http://", f"http://key:{key}@", 1)
+    runs = [(f"{service.url}/openenv/{task}", "42"), (f"{service.url}/openenv/{task}", "7")]
+    results = openenv_client([*runs, (keyed_base, "42")])
+    assert [r["done"] for r in results] == [
+        [1.0, True, "passed"],
+        [0.0, True, "failed"],
+        [1.0, True, "passed"],
+    ]
+    for result in results:
+        observation, first_reward, first_done = result["reset"]
+        assert observation["text"].startswith("value.txt holds") and not first_done
+        assert first_reward is None and len(observation["tools"]) == 4
+        assert result["seen"].splitlines()[:3] == ["exit_code: 0", "[stdout]", "41"]
+        assert result["state"]["done"] is True and result["state"]["step_count"] == 2
