@@ -321,7 +321,7 @@ async def state(
     return Driver(episodes, tenant, task).state(episode, name)
 
 
-@router.get("/health", response_model=OpenEnvHealth, responses=error_responses(401, 404, 429))
+@router.get("/health", response_model=OpenEnvHealth, responses=error_responses(401, 404, 429, 501))
 async def health(task: TaskPath, episodes: EpisodesDep, tenant: TenantDep) -> OpenEnvHealth:
     """``healthy`` when the task exists for the caller and the service runs episodes."""
     await asyncio.to_thread(episodes.catalog.get, task, tenant=tenant.name)
