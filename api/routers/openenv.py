@@ -372,7 +372,7 @@ async def ws_episode(websocket: WebSocket, task: str) -> None:
             if closing:
                 break
             await websocket.send_text(json.dumps(reply))
-    except WebSocketDisconnect:
+    except (WebSocketDisconnect, OSError):  # the client left (mid-step: on the reply)
         pass
     finally:
         if episode is not None:

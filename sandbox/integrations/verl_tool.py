@@ -201,8 +201,14 @@ class SandboxEpisodeTool(_Base):
         agent_data = kwargs.get("agent_data")
         trajectory = instance.trajectory
         if trajectory is None:
-            key = getattr(agent_data, "request_id", None) or instance_id
-            trajectory = self._join(instance, str(key), instance_id)
+            # The loop's one AgentData per trajectory (its request id alone may repeat:
+            # verl's full_determinism makes it "det-<priority>").
+            key = (
+                instance_id
+                if agent_data is None
+                else f"{getattr(agent_data, 'request_id', '')}@{id(agent_data)}"
+            )
+            trajectory = self._join(instance, key, instance_id)
         extra = getattr(agent_data, "extra_fields", None)
         if isinstance(extra, dict):
             trajectory.extra_fields = extra
