@@ -199,6 +199,9 @@ def test_http_episodes_are_named_and_kept_between_requests(task: str, http: http
     assert latest["episode_id"] == latest["sandbox_episode"]
     seen = http.post(f"{base}/step", json={"action": shell("cat value.txt")})  # the latest
     assert "41" in seen.json()["observation"]["text"]
+    mcp_style = {"tool_name": "read_file", "arguments": json.dumps({"path": "value.txt"})}
+    read = http.post(f"{base}/step", json={"action": mcp_style}).json()["observation"]
+    assert read["text"].strip() == "41" and read["steps"] == 2
     assert http.get(f"{base}/state").json()["episode_id"] == latest["episode_id"]
 
     again = http.post(f"{base}/reset", json={"episode_id": "a"}).json()["observation"]
@@ -207,6 +210,7 @@ def test_http_episodes_are_named_and_kept_between_requests(task: str, http: http
 
     missing = http.post(f"{base}/step", json={"action": shell("true"), "episode_id": "zz"})
     assert missing.status_code == 404 and "reset first" in missing.json()["message"]
+    assert http.get("/openenv/cli-calc/health").json() == {"status": "healthy"}  # shipped
     assert http.get("/openenv/no-such-task/health").status_code == 404
     assert http.post("/openenv/no-such-task/reset").status_code == 404
     for episode, _ in named.values():
