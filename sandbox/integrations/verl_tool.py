@@ -196,7 +196,8 @@ class SandboxEpisodeTool(_Base):
         """Run the tool call in the trajectory's episode: ``(observation, reward, metrics)``.
 
         The reward is 0.0 until the call that ends the episode, then the hidden tests'
-        (``None`` when the platform failed: the episode has no verdict)."""
+        (``None`` when the platform failed: the episode has no verdict); calls after the
+        end get ``None`` (verl adds no reward for them)."""
         instance = self._instance(instance_id)
         agent_data = kwargs.get("agent_data")
         trajectory = instance.trajectory
@@ -214,7 +215,8 @@ class SandboxEpisodeTool(_Base):
             trajectory.extra_fields = extra
         async with trajectory.lock:
             if trajectory.verdict is not None:
-                return ToolResponse(text="error: the episode is over; no more tool calls"), 0.0, {}
+                over = ToolResponse(text="error: the episode is over; no more tool calls")
+                return over, None, {}  # no reward: the episode's came with its end
             episode = await self._episode(trajectory, instance, agent_data)
             assert trajectory.client is not None
             try:

@@ -180,8 +180,10 @@ async def test_a_trajectory_shares_one_episode_and_done_brings_the_reward(
             [("write_file", {"path": "answer.txt", "content": "42"})],
             [("shell", {"command": "cat answer.txt"})],
             [("done", {})],
+            [("shell", {"command": "echo too late"})],
         ],
     )
+    assert observations[4] == ["error: the episode is over; no more tool calls"]
     assert observations[0][0].splitlines()[:3] == ["exit_code: 0", "[stdout]", "41"]
     assert "41" in observations[0][1]
     assert observations[1] == ["wrote 2 bytes to answer.txt"]
