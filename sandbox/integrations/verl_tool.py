@@ -2,19 +2,22 @@
 
 verl's tool agent loop (``verl/experimental/agent_loop/tool_agent_loop.py``) offers
 the policy the tools of a tool config YAML, one :class:`BaseTool` object per tool
-name, and per trajectory: ``create(create_kwargs=...)`` on the first call of a tool,
-``execute(instance_id, arguments, agent_data=...)`` for every call (it returns the
-observation, a step reward and metrics), and ``release(instance_id)`` once when the
-trajectory ends. :class:`SandboxEpisodeTool` is such a tool for each of an episode's
-tools (``shell``, ``read_file``, ``write_file``, ``done``): the tools of one
-trajectory share one episode (``POST /v1/episodes``), opened at the trajectory's
-first tool call with the task its dataset row names (``extra_info.tools_kwargs.
-<tool>.create_kwargs.task``, else the config's ``task``). When a call ends the
-episode (``done``, the step budget, the time budget) the hidden tests run and that
-call's step reward is the episode's reward; a trajectory that ends without it is
-judged at its release. Either way the verdict is left in ``agent_data.extra_fields
-["sandbox_episode"]`` (verl passes extra fields to the reward function's
-``extra_info``; :func:`compute_score` reads it), and the episode is closed.
+name, and calls ``create(create_kwargs=...)``, ``execute(instance_id, arguments,
+agent_data=...)`` (the observation, a step reward, metrics) and ``release(instance_id)``:
+around every call in verl 0.9 (the release on PyPI), once per tool per trajectory in
+verl's main branch (``agent_data.tool_instances``). :class:`SandboxEpisodeTool` is such
+a tool for each of an episode's tools (``shell``, ``read_file``, ``write_file``,
+``done``), and the tools of one trajectory (one ``agent_data``) share one episode
+(``POST /v1/episodes``), opened at the trajectory's first call with the task its
+dataset row names (``extra_info.tools_kwargs.<tool>.create_kwargs.task``, else the
+config's ``task``).
+
+The call that ends the episode (``done``, the step budget, the time budget) runs the
+hidden tests, and its step reward is the episode's. The episode's record is kept in
+``agent_data.extra_fields["sandbox_episode"]``, which verl passes to the reward
+function's ``extra_info``; :func:`compute_score` reads the verdict there, and judges
+an episode no call ended (the policy stopped calling tools) itself. Where verl releases
+once per trajectory, that release judges and closes it instead.
 
 The older SGLang rollout's calls (``create(request_id, **create_kwargs)``,
 ``execute(request_id, ...)``, ``calc_reward(request_id)``, ``release(request_id)``)
@@ -22,7 +25,7 @@ share an episode by their common instance id and work too.
 
 verl is not a dependency: where ``verl`` imports, the class subclasses its
 ``BaseTool`` and answers its ``ToolResponse``; elsewhere structural equivalents of
-the two stand in. See ``examples/verl/sandbox_tool_config.yaml`` and the README.
+the two stand in. See ``examples/verl/sandbox_tool_config.yaml`` and docs/verl.md.
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Final
 from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox.client import DEFAULT_URL, AsyncSandboxClient
+from sandbox.client import DEFAULT_URL, AsyncSandboxClient, SandboxClient
 from sandbox.errors import SandboxError
 from sandbox.results import EpisodeInfo
 
@@ -110,9 +114,11 @@ class _Trajectory:
     """One trajectory's episode, shared by the tools it called."""
 
     key: str
+    # verl 0.9 creates and releases an instance around every call: the episode then
+    # outlives the releases, and ends with the call that ends it (or the reward's judging)
+    per_call: bool = False
     members: set[tuple[str, str]] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    client: AsyncSandboxClient | None = None
     episode: EpisodeInfo | None = None
     verdict: dict[str, Any] | None = None
     extra_fields: dict[str, Any] | None = None
@@ -186,7 +192,7 @@ class SandboxEpisodeTool(_Base):
         if instance_id is None:
             instance_id = uuid4().hex
         else:
-            self._join(instance, instance_id, instance_id)
+            self._join(instance, instance_id, instance_id, per_call=False)
         _INSTANCES[(self.name, instance_id)] = instance
         return instance_id, ToolResponse()
 
@@ -202,14 +208,17 @@ class SandboxEpisodeTool(_Base):
         agent_data = kwargs.get("agent_data")
         trajectory = instance.trajectory
         if trajectory is None:
-            # The loop's one AgentData per trajectory (its request id alone may repeat:
-            # verl's full_determinism makes it "det-<priority>").
-            key = (
-                instance_id
-                if agent_data is None
-                else f"{getattr(agent_data, 'request_id', '')}@{id(agent_data)}"
-            )
-            trajectory = self._join(instance, key, instance_id)
+            if agent_data is None:
+                trajectory = self._join(instance, instance_id, instance_id, per_call=False)
+            else:
+                # The loop's one AgentData per trajectory (its request id alone may repeat:
+                # verl's full_determinism makes it "det-<priority>").
+                key = f"{getattr(agent_data, 'request_id', '')}@{id(agent_data)}"
+                per_call = not hasattr(agent_data, "tool_instances")
+                trajectory = self._join(instance, key, instance_id, per_call=per_call)
+                if per_call:
+                    with contextlib.suppress(TypeError):  # forget it with its AgentData
+                        weakref.finalize(agent_data, _TRAJECTORIES.pop, key, None)
         extra = getattr(agent_data, "extra_fields", None)
         if isinstance(extra, dict):
             trajectory.extra_fields = extra
@@ -218,11 +227,12 @@ class SandboxEpisodeTool(_Base):
                 over = ToolResponse(text="error: the episode is over; no more tool calls")
                 return over, None, {}  # no reward: the episode's came with its end
             episode = await self._episode(trajectory, instance, agent_data)
-            assert trajectory.client is not None
             try:
-                step = await trajectory.client.episode_step(episode.id, self.tool, parameters)
+                async with self._client() as client:
+                    step = await client.episode_step(episode.id, self.tool, parameters)
             except SandboxError as exc:
                 self._infra(trajectory, f"the step failed: {exc}")
+                await self._forget(trajectory)
                 return ToolResponse(text="error: the sandbox failed; no verdict"), None, {}
             metrics: dict[str, Any] = {"episode": episode.id, "steps": step.steps}
             reward: float | None = 0.0
@@ -244,29 +254,25 @@ class SandboxEpisodeTool(_Base):
         return reward
 
     async def release(self, instance_id: str, **kwargs: Any) -> None:
-        """Forget this tool's instance; the trajectory's last one judges the episode (if no
-        call ended it) and closes it."""
+        """Forget this tool's instance. Where instances live for the trajectory, its last
+        release judges the episode (if no call ended it) and closes it; where they live
+        for one call (verl 0.9), the episode stays for the trajectory's next call."""
         instance = _INSTANCES.pop((self.name, instance_id), None)
         trajectory = instance.trajectory if instance is not None else None
         if trajectory is None:
             return
         trajectory.members.discard((self.name, instance_id))
-        if trajectory.members:
+        if trajectory.members or (trajectory.per_call and trajectory.verdict is None):
             return
-        _TRAJECTORIES.pop(trajectory.key, None)
         async with trajectory.lock:
-            try:
-                await self._judge(trajectory)
-            finally:
-                client, episode = trajectory.client, trajectory.episode
-                trajectory.client = None
-                if client is not None:
-                    if episode is not None:
-                        with contextlib.suppress(SandboxError):
-                            await client.close_episode(episode.id)
-                    await client.aclose()
+            await self._judge(trajectory)
+            _TRAJECTORIES.pop(trajectory.key, None)
 
     # ------------------------------------------------------------------ the shared episode
+
+    def _client(self) -> AsyncSandboxClient:
+        api_key = self.config.get("api_key") or os.environ.get(self.api_key_env)
+        return AsyncSandboxClient(self.base_url, api_key=api_key)
 
     def _instance(self, instance_id: str) -> _Instance:
         instance = _INSTANCES.get((self.name, instance_id))
@@ -274,10 +280,12 @@ class SandboxEpisodeTool(_Base):
             raise ValueError(f"{self.name}: no instance {instance_id!r}; call create() first")
         return instance
 
-    def _join(self, instance: _Instance, key: str, instance_id: str) -> _Trajectory:
+    def _join(
+        self, instance: _Instance, key: str, instance_id: str, *, per_call: bool
+    ) -> _Trajectory:
         trajectory = _TRAJECTORIES.get(key)
         if trajectory is None:
-            trajectory = _TRAJECTORIES[key] = _Trajectory(key)
+            trajectory = _TRAJECTORIES[key] = _Trajectory(key, per_call=per_call)
         trajectory.members.add((self.name, instance_id))
         instance.trajectory = trajectory
         return trajectory
@@ -303,65 +311,67 @@ class SandboxEpisodeTool(_Base):
     async def _episode(
         self, trajectory: _Trajectory, instance: _Instance, agent_data: Any
     ) -> EpisodeInfo:
-        if trajectory.episode is not None:
-            return trajectory.episode
-        task = self._task(instance, agent_data)
-        api_key = self.config.get("api_key") or os.environ.get(self.api_key_env)
-        client = AsyncSandboxClient(self.base_url, api_key=api_key)
-        try:
-            trajectory.episode = await client.open_episode(
-                task,
-                max_steps=self.config.get("max_steps"),
-                timeout_s=self.config.get("timeout_s"),
-                max_output_chars=self.config.get("max_output_chars"),
-            )
-        except BaseException:
-            await client.aclose()
-            raise
-        trajectory.client = client
+        if trajectory.episode is None:
+            task = self._task(instance, agent_data)
+            async with self._client() as client:
+                trajectory.episode = await client.open_episode(
+                    task,
+                    max_steps=self.config.get("max_steps"),
+                    timeout_s=self.config.get("timeout_s"),
+                    max_output_chars=self.config.get("max_output_chars"),
+                )
+            # pending: the reward function judges an episode no call ended (verl 0.9)
+            self._report(trajectory, {"outcome": None, "reward": None, "passed": None})
         return trajectory.episode
 
     async def _judge(self, trajectory: _Trajectory) -> dict[str, Any]:
-        """The verdict, judged once, and left in the trajectory's extra fields."""
+        """The verdict, judged once and reported; the episode is closed after it."""
         if trajectory.verdict is None:
-            if trajectory.episode is None or trajectory.client is None:
+            if trajectory.episode is None:
                 return {"reward": None, "outcome": None, "passed": None}
             try:
-                result = await trajectory.client.judge_episode(trajectory.episode.id)
+                async with self._client() as client:
+                    result = await client.judge_episode(trajectory.episode.id)
             except SandboxError as exc:
                 self._infra(trajectory, f"judging failed: {exc}")
             else:
-                trajectory.verdict = {
-                    "episode": result.episode,
-                    "task": trajectory.episode.task,
+                verdict = {
                     "outcome": result.outcome,
                     "reward": result.reward,
                     "passed": result.passed,
                     "steps": result.steps,
                     "error": result.error,
                 }
-            self._report(trajectory)
+                trajectory.verdict = verdict
+                self._report(trajectory, verdict)
+            await self._forget(trajectory)
         assert trajectory.verdict is not None
         return trajectory.verdict
 
+    async def _forget(self, trajectory: _Trajectory) -> None:
+        """Close the episode (it keeps no verdict the tool has not kept)."""
+        if trajectory.episode is not None:
+            with contextlib.suppress(SandboxError):
+                async with self._client() as client:
+                    await client.close_episode(trajectory.episode.id)
+
     def _infra(self, trajectory: _Trajectory, error: str) -> None:
         logger.warning("verl tool %s: %s", self.name, error)
-        episode = trajectory.episode
-        trajectory.verdict = {
-            "episode": episode.id if episode else None,
-            "task": episode.task if episode else None,
-            "outcome": "infra_error",
-            "reward": None,
-            "passed": None,
-            "steps": None,
-            "error": error,
-        }
-        self._report(trajectory)
+        verdict = {"outcome": "infra_error", "reward": None, "passed": None, "error": error}
+        trajectory.verdict = verdict
+        self._report(trajectory, verdict)
 
-    @staticmethod
-    def _report(trajectory: _Trajectory) -> None:
-        if trajectory.extra_fields is not None and trajectory.verdict is not None:
-            trajectory.extra_fields[VERDICT_KEY] = dict(trajectory.verdict)
+    def _report(self, trajectory: _Trajectory, verdict: dict[str, Any]) -> None:
+        """The episode's record in the trajectory's extra fields (the reward's extra_info)."""
+        if trajectory.extra_fields is not None and trajectory.episode is not None:
+            episode = trajectory.episode
+            trajectory.extra_fields[VERDICT_KEY] = {
+                "episode": episode.id,
+                "task": episode.task,
+                "service": self.base_url,
+                "api_key_env": self.api_key_env,
+                **verdict,
+            }
 
 
 def compute_score(
@@ -369,18 +379,37 @@ def compute_score(
     solution_str: Any = None,
     ground_truth: Any = None,
     extra_info: dict[str, Any] | None = None,
+    api_key: str | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """verl's ``custom_reward_function``: the episode's reward from ``extra_info``.
 
-    ``score`` is the hidden tests' reward; ``sandbox_valid`` is 0 when the episode has no
-    verdict (the platform failed, or no tool was called), and then ``score`` is 0.0 only
-    because verl needs a number: filter such samples out, do not learn from them.
+    An episode no tool call ended (the policy stopped calling tools; verl 0.9 never
+    says when a trajectory ends) is judged here, by the service the tool used (the API
+    key: ``api_key``, e.g. from ``custom_reward_function.reward_kwargs``, else the tool's
+    environment variable), and closed. ``score`` is the hidden tests' reward;
+    ``sandbox_valid`` is 0 when the episode has no verdict (the platform failed, or no
+    tool was called), and then ``score`` is 0.0 only because verl needs a number: filter
+    such samples out, do not learn from them.
     """
-    verdict = (extra_info or {}).get(VERDICT_KEY) or {}
-    reward = verdict.get("reward")
+    record = (extra_info or {}).get(VERDICT_KEY) or {}
+    if record.get("episode") and record.get("outcome") is None:
+        record = {**record, **_judge_now(record, api_key)}
+    reward = record.get("reward")
     return {
         "score": float(reward) if reward is not None else 0.0,
         "sandbox_valid": int(reward is not None),
-        "sandbox_outcome": verdict.get("outcome") or "none",
+        "sandbox_outcome": record.get("outcome") or "none",
     }
+
+
+def _judge_now(record: dict[str, Any], api_key: str | None) -> dict[str, Any]:
+    key = api_key or os.environ.get(record.get("api_key_env") or "SANDBOX_API_KEY")
+    try:
+        with SandboxClient(record.get("service") or DEFAULT_URL, api_key=key) as client:
+            result = client.judge_episode(record["episode"])
+            client.close_episode(record["episode"])
+    except SandboxError as exc:
+        logger.warning("verl reward: episode %s: %s", record["episode"], exc)
+        return {"outcome": "infra_error", "reward": None, "passed": None, "error": str(exc)}
+    return {"outcome": result.outcome, "reward": result.reward, "passed": result.passed}

@@ -3,7 +3,8 @@ a real ``sandbox serve``: the observations are the sandbox's and the hidden test
 
 verl is not installed (it is heavy), so :class:`AgentLoop` below performs verl's own calls,
 in verl's order and with verl's argument shapes, as verl-project/verl
-``verl/experimental/agent_loop/tool_agent_loop.py`` (commit 07be0c65) does them::
+``verl/experimental/agent_loop/tool_agent_loop.py`` on its main branch (commit 07be0c65)
+does them::
 
     # ToolAgentLoop._call_tool: one BaseTool instance per tool per trajectory
     async with agent_data.tool_instance_lock:
@@ -23,6 +24,19 @@ in verl's order and with verl's argument shapes, as verl-project/verl
         await active_tools[tool_name].release(instance_id)
     output.extra_fields.update({"turn_scores": ..., "tool_rewards": agent_data.tool_rewards})
 
+and :class:`PerCallAgentLoop` as the same file does in verl 0.9.1 (the release on PyPI),
+whose ``AgentData`` has no ``tool_instances``::
+
+    # ToolAgentLoop._call_tool: an instance around every call
+    kwargs = tools_kwargs.get(tool_name, {})
+    instance_id, _ = await tool.create(create_kwargs=kwargs.get("create_kwargs", {}))
+    tool_execution_response, tool_reward, res = await tool.execute(
+        instance_id, tool_args, agent_data=agent_data)
+    ...
+    finally:
+        if tool and instance_id and not isinstance(tool, FunctionTool):
+            await tool.release(instance_id)
+
 The tools come from the tool config YAML as ``verl/tools/utils/tool_registry.py`` builds
 them (``ToolType(tool_config.config.type)`` must be ``native``; ``tool_cls(config=...,
 tool_schema=OpenAIFunctionToolSchema.model_validate(...))``; ``ToolListCache`` hands out
@@ -39,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import importlib
 import json
 import uuid
@@ -88,8 +103,20 @@ class AgentData:
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class PerCallAgentData:
+    """verl 0.9.1's ``AgentData`` fields a tool call touches (no ``tool_instances``)."""
+
+    tools_kwargs: dict[str, Any]
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    tool_rewards: list[float] = field(default_factory=list)
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+
 class AgentLoop:
     """verl's ``ToolAgentLoop`` tool handling, with a scripted policy's turns of tool calls."""
+
+    agent_data = AgentData
 
     def __init__(self, tools: dict[str, Any]) -> None:
         self.tools = tools
@@ -122,7 +149,7 @@ class AgentLoop:
     ) -> tuple[list[list[str]], dict[str, Any]]:
         """Each turn's tool calls at once; the observations per turn, and the reward
         function's ``extra_info`` (the row's, updated with the loop's extra fields)."""
-        agent_data = AgentData(tools_kwargs=extra_info.get("tools_kwargs", {}))
+        agent_data = self.agent_data(tools_kwargs=extra_info.get("tools_kwargs", {}))
         observations = []
         try:
             for calls in turns:
@@ -134,10 +161,37 @@ class AgentLoop:
                         agent_data.tool_rewards.append(reward)
                 observations.append([response.text for response, _, _ in responses])
         finally:
-            for name, instance_id in agent_data.tool_instances.items():
+            for name, instance_id in getattr(agent_data, "tool_instances", {}).items():
                 await self.tools[name].release(instance_id)
         extra_fields = {**agent_data.extra_fields, "tool_rewards": agent_data.tool_rewards}
         return observations, {**extra_info, **extra_fields}
+
+
+class PerCallAgentLoop(AgentLoop):
+    """verl 0.9.1's ``ToolAgentLoop``: create, execute and release around every call."""
+
+    agent_data = PerCallAgentData  # type: ignore[assignment]
+
+    async def _call_tool(
+        self, name: str, arguments: str, agent_data: Any
+    ) -> tuple[Any, float | None, dict[str, Any]]:
+        if name not in self.tools:
+            return ToolResponse(text=f"Unknown function '{name}'."), 0.0, {}
+        tool_args = json.loads(arguments)
+        tool, instance_id = None, None
+        try:
+            tool = self.tools[name]
+            kwargs = agent_data.tools_kwargs.get(name, {})
+            instance_id, _ = await tool.create(create_kwargs=kwargs.get("create_kwargs", {}))
+            response, reward, metrics = await tool.execute(
+                instance_id, tool_args, agent_data=agent_data
+            )
+        except Exception as e:
+            return ToolResponse(text=f"Error executing tool '{name}': {e}"), 0.0, {}
+        finally:
+            if tool and instance_id:
+                await tool.release(instance_id)
+        return ToolResponse(text=response.text), reward, metrics
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +219,15 @@ def test_the_yaml_schemas_are_the_episode_tools(service: Service, task: str) -> 
     with SandboxClient(service.url) as client:
         episode = client.open_episode(task)
         client.close_episode(episode.id)
-    assert [t.tool_schema.model_dump(exclude_unset=True) for t in tools.values()] == episode.tools
+    in_yaml = [t["tool_schema"] for t in yaml.safe_load(CONFIG.read_text())["tools"]]
+    assert in_yaml == episode.tools
     assert list(tools) == ["shell", "read_file", "write_file", "done"]
+    for tool, schema in zip(tools.values(), episode.tools, strict=True):
+        parsed = tool.tool_schema.model_dump(exclude_unset=True)  # verl may drop extras
+        assert (
+            parsed["function"]["parameters"]["properties"]
+            == (schema["function"]["parameters"]["properties"])
+        )
 
 
 async def test_a_trajectory_shares_one_episode_and_done_brings_the_reward(
@@ -299,3 +360,45 @@ async def test_a_killed_sandbox_gives_no_reward_never_zero(
     assert extra_info["tool_rewards"] == [0.0]  # the failed step's None is not a reward
     assert compute_score("d", "", None, extra_info)["sandbox_valid"] == 0
     assert await episode_gone(service, verdict["episode"])
+
+
+async def test_verl_09s_call_by_call_lifecycle_keeps_the_episode_between_calls(
+    service: Service, task: str
+) -> None:
+    """verl 0.9.1 releases after every call: the episode lives on between calls, ends with
+    done (judged, closed), or, when no call ends it, is judged by the reward function."""
+    loop = PerCallAgentLoop(load_tools(service.url))
+    ended, stopped = await asyncio.gather(
+        loop.run(
+            row(task),
+            [
+                [("write_file", {"path": "answer.txt", "content": "42"})],
+                [("shell", {"command": "cat answer.txt"})],
+                [("done", {})],
+            ],
+        ),
+        loop.run(
+            row(task),
+            [
+                [("shell", {"command": "cat value.txt"})],
+                [("write_file", {"path": "answer.txt", "content": "42"})],
+            ],
+        ),
+    )
+    observations, extra_info = ended
+    assert "42" in observations[1][0]  # the write of the call before, in the same episode
+    verdict = extra_info["sandbox_episode"]
+    assert (verdict["outcome"], verdict["reward"]) == ("passed", 1.0)
+    assert extra_info["tool_rewards"] == [0.0, 0.0, 1.0]
+    assert await episode_gone(service, verdict["episode"])
+
+    observations, extra_info = stopped
+    assert "41" in observations[0][0]
+    pending = extra_info["sandbox_episode"]
+    assert (pending["outcome"], pending["reward"]) == (None, None)  # nothing ended it yet
+    assert not await episode_gone(service, pending["episode"])
+    score = await asyncio.to_thread(compute_score, "d", "", None, extra_info)
+    assert score == {"score": 1.0, "sandbox_valid": 1, "sandbox_outcome": "passed"}
+    assert await episode_gone(service, pending["episode"])  # judged and closed
+    gc.collect()
+    assert verl_tool._TRAJECTORIES == {} and verl_tool._INSTANCES == {}
