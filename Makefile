@@ -1,4 +1,5 @@
-# Entry points: `make setup` (venv, the Harbor venv, Docker engine, images; idempotent),
+# Entry points: `make setup` (venv, the Harbor and OpenEnv venvs, Docker engine, images;
+# idempotent),
 # `make up` (serve), `make test`, `make demo` (GRPO on sandbox rewards), `make bench`,
 # `make clean`.
 # The engine and the base image need root (debootstrap, dockerd).
@@ -8,9 +9,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup python-venv venv harbor-venv engine images up test demo bench clean
+.PHONY: setup python-venv venv harbor-venv openenv-venv engine images up test demo bench clean
 
-setup: venv harbor-venv engine images
+setup: venv harbor-venv openenv-venv engine images
 
 venv: $(STAMP)
 
@@ -80,6 +81,20 @@ $(HARBOR_STAMP): pyproject.toml
 	$(HARBOR_VENV)/bin/python -m pip install --quiet -e '.[harbor]'
 	touch $(HARBOR_STAMP)
 
+# OpenEnv's client package for tests/api/test_openenv.py: openenv-core imports gradio and
+# fastmcp (some 470 MB), so it gets a venv of its own rather than the main one's weight.
+OPENENV_VENV := .venv-openenv
+OPENENV_STAMP := $(OPENENV_VENV)/.installed-stamp
+
+openenv-venv: $(OPENENV_STAMP)
+
+$(OPENENV_STAMP): pyproject.toml
+	@$(OPENENV_VENV)/bin/python -m pip --version >/dev/null 2>&1 || { \
+	  $(ENSURE_CAN_VENV); echo "$(PYTHON) -m venv $(OPENENV_VENV)"; \
+	  $(PYTHON) -m venv $(OPENENV_VENV) || exit 1; }
+	$(OPENENV_VENV)/bin/python -m pip install --quiet -e '.[openenv]'
+	touch $(OPENENV_STAMP)
+
 engine: venv
 	$(BIN)/sandbox engine ensure
 
@@ -103,4 +118,4 @@ bench: venv engine images
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) $(HARBOR_VENV)
+	rm -rf $(VENV) $(HARBOR_VENV) $(OPENENV_VENV)

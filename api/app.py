@@ -17,7 +17,18 @@ from sandbox.service.platform import Platform, PlatformSettings
 from . import errors
 from .deps import bind_priority_class
 from .middleware import BodyPolicy
-from .routers import audit, compat, environments, episodes, health, judge, pool, run, sessions
+from .routers import (
+    audit,
+    compat,
+    environments,
+    episodes,
+    health,
+    judge,
+    openenv,
+    pool,
+    run,
+    sessions,
+)
 from .routers import fleet as fleet_routes
 
 logger = logging.getLogger(__name__)
@@ -77,4 +88,6 @@ def create_app(
         app.include_router(module.router)
     app.include_router(episodes.tasks_router)
     app.include_router(episodes.router)
+    app.state.openenv = openenv.OpenEnvNames()
+    app.include_router(openenv.router)
     return app

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.requests import HTTPConnection
 
 from sandbox.errors import AuthenticationError
 from sandbox.service.platform import Platform
@@ -55,10 +56,11 @@ _REQUEST_KINDS = (("/v1/evaluate", "batch"), ("/get_reward", "batch"), ("/v1/ses
 PRIORITY_HEADER = "X-Priority-Class"
 
 
-async def bind_priority_class(request: Request) -> None:
+async def bind_priority_class(request: HTTPConnection) -> None:
     """On a fleet, the request's priority class from ``X-Priority-Class`` (else the tenant's
     default): 422 for an unknown class, 403 above the tenant's. A no-op on a single host, and
-    for a request without a valid key (its endpoint answers that)."""
+    for a request without a valid key (its endpoint answers that). A connection, not a
+    request: the app's dependencies run for WebSocket routes too."""
     platform = request.app.state.platform
     admission = getattr(platform, "admission", None)
     if admission is None:

@@ -65,7 +65,17 @@ CHECKS = [
     ignored_auth,
 ]
 # Every resource the schema must expose (OpenAPI tags), so the fuzzer never runs on a stub.
-TAGS = {"run", "judge", "sessions", "episodes", "compatibility", "pool", "audit", "health"}
+TAGS = {
+    "run",
+    "judge",
+    "sessions",
+    "episodes",
+    "openenv",
+    "compatibility",
+    "pool",
+    "audit",
+    "health",
+}
 
 
 @schemathesis.serializer("application/x-tar")
