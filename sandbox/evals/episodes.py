@@ -83,7 +83,8 @@ class _Episode:
     @property
     def done(self) -> bool:
         tools = self.tools
-        return tools.finished or tools.exhausted or tools.timed_out or self.result is not None
+        spent = tools.exhausted or tools.timed_out or tools.steps_left <= 0
+        return tools.finished or spent or self.result is not None
 
 
 class EpisodeManager:

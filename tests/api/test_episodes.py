@@ -86,10 +86,10 @@ def test_the_budget_ends_an_episode_and_mistakes_are_observations(
         "error: unknown tool"
     )
     last = client.episode_step(episode.id, "read_file", {"path": "nope.txt"})
-    assert last.observation.startswith("error:") and last.steps_left == 0
+    assert last.observation.startswith("error:") and last.steps_left == 0 and last.done
     over = client.episode_step(episode.id, "shell", {"command": "true"})
-    assert over.done and "over" in over.observation
-    assert client.judge_episode(episode.id).outcome == "budget_exhausted"
+    assert over.done and "over" in over.observation and over.steps == 2
+    assert client.judge_episode(episode.id).outcome == "failed"
     with pytest.raises(NotFoundError):
         client.open_episode("upload:" + "0" * 64)
     # a refused upload names the file in the task as the client knows it

@@ -162,14 +162,9 @@ async def test_closing_the_socket_closes_the_episode_and_reset_starts_anew(
     second = await env.reset(max_steps=2)
     assert gone(http, first)  # a reset closes the connection's previous episode
     assert "answer.txt" not in (await env.step(shell("ls")))["observation"]["text"]
-    wrote = await env.step(write("7"))  # the last of its two steps
-    assert (wrote["done"], wrote["observation"]["steps_left"]) == (False, 0)
-    over = await env.step(shell("true"))
-    assert (over["done"], over["reward"], over["observation"]["outcome"]) == (
-        True,
-        0.0,
-        "budget_exhausted",
-    )
+    wrote = await env.step(write("42"))  # the last of its two steps ends the episode
+    assert (wrote["done"], wrote["observation"]["steps_left"]) == (True, 0)
+    assert (wrote["reward"], wrote["observation"]["outcome"]) == (1.0, "passed")
     assert env.ws is not None
     await env.ws.close()  # no close message: the connection just ends
     assert gone(http, second["observation"]["sandbox_episode"])

@@ -239,19 +239,18 @@ async def test_a_trajectory_shares_one_episode_and_done_brings_the_reward(
         [
             [("shell", {"command": "cat value.txt; ls"}), ("read_file", {"path": "value.txt"})],
             [("write_file", {"path": "answer.txt", "content": "42"})],
-            [("shell", {"command": "cat answer.txt"})],
-            [("done", {})],
+            [("shell", {"command": "cat answer.txt"})],  # the last of the task's 4 steps
             [("shell", {"command": "echo too late"})],
         ],
     )
-    assert observations[4] == ["error: the episode is over; no more tool calls"]
+    assert observations[3] == ["error: the episode is over; no more tool calls"]
     assert observations[0][0].splitlines()[:3] == ["exit_code: 0", "[stdout]", "41"]
     assert "41" in observations[0][1]
     assert observations[1] == ["wrote 2 bytes to answer.txt"]
     assert "42" in observations[2][0]  # the same episode's workspace: the write is there
     verdict = extra_info["sandbox_episode"]
     assert (verdict["outcome"], verdict["reward"], verdict["passed"]) == ("passed", 1.0, True)
-    assert extra_info["tool_rewards"] == [0.0, 0.0, 0.0, 0.0, 1.0]  # the done call's: 1.0
+    assert extra_info["tool_rewards"] == [0.0, 0.0, 0.0, 1.0]  # the last step's: 1.0
     assert compute_score("d", "", None, extra_info)["score"] == 1.0
     assert await episode_gone(service, verdict["episode"])  # released: closed
     assert verl_tool._TRAJECTORIES == {} and verl_tool._INSTANCES == {}
