@@ -7,15 +7,22 @@ own ``oom`` event is sometimes lost.
 
 from __future__ import annotations
 
+import os
 import time
 
 import docker
 import docker.errors
 import pytest
 
-from sandbox.backends.oom import memory_cgroup_of, watch_oom
+from sandbox.backends.oom import CGROUP_V1_MEMORY, memory_cgroup_of, watch_oom
 
-pytestmark = pytest.mark.docker
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.skipif(
+        not os.path.isdir(CGROUP_V1_MEMORY),
+        reason="cgroup v2 host: no record is kept (Docker's oom event is the evidence)",
+    ),
+]
 
 MiB = 1 << 20
 # A moment's pause first, so that the record is taken before the container dies.
@@ -59,7 +66,7 @@ async def test_the_record_tells_an_oom_kill_after_the_container_is_gone(
         directory = memory_cgroup_of(pid)
         record = watch_oom(pid)
         assert record is not None and directory is not None
-        assert directory.endswith(container_id)
+        assert container_id in directory  # .../docker/ID or .../docker-ID.scope
         try:
             _wait_removed(docker_client, container_id)
             assert await record.oom_killed() is oom
