@@ -50,6 +50,7 @@ from .network import (
     AllowlistNetworks,
     SandboxNetwork,
 )
+from .oom import OomRecord, watch_oom
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,17 @@ RUNSC_HOST_TASKS_BASE = 256
 RUNSC_HOST_TASKS_PER_PROCESS = 32
 RUNSC_RUNNER_PROCESSES = 8  # init, runner, zygote, spares
 
+# Under gVisor the host's memory cgroup holds the sandbox kernel too (the Sentry's own
+# heap, the gofer, page tables of every address space, host page cache it reads through):
+# tens of MB at rest, more per process. At a host limit of policy.memory_mb a program
+# gets much less than that, and reaching it makes the host's OOM killer take the whole
+# sandbox, which Docker reports only now and then (its oom event races the removal of
+# the dead container). So the policy's limit is enforced inside, on the sandbox
+# kernel's own count (the runner's --memory), and the host limit is a backstop with
+# headroom for that kernel and for what a program allocates between two checks.
+RUNSC_MEMORY_OVERHEAD = 160 * MiB
+RUNSC_MEMORY_OVERHEAD_SHARE = 0.25
+
 # How long the runner may take to answer beyond the execution's own wall limit.
 REPLY_MARGIN_S = 10.0
 HELLO_TIMEOUT_S = 30.0
@@ -94,6 +106,14 @@ def host_pids_limit(policy: Policy) -> int:
         return pids
     processes = 2 * pids + RUNSC_RUNNER_PROCESSES  # the candidate's, the judge's, ours
     return RUNSC_HOST_TASKS_BASE + RUNSC_HOST_TASKS_PER_PROCESS * processes
+
+
+def host_memory_limit(policy: Policy) -> int:
+    """The container's memory cgroup limit: the policy's under runc, with headroom under gVisor."""
+    memory = policy.resources.memory_mb * MiB
+    if policy.runtime != "runsc":
+        return memory
+    return memory + RUNSC_MEMORY_OVERHEAD + int(memory * RUNSC_MEMORY_OVERHEAD_SHARE)
 
 
 def container_settings(
@@ -129,7 +149,8 @@ def container_settings(
         command += ["--dir", spec]
     if policy.runtime == "runsc":
         command += ["--runtime", "runsc", "--nproc", str(res.pids)]
-    memory = res.memory_mb * MiB
+        command += ["--memory", str(res.memory_mb * MiB)]
+    memory = host_memory_limit(policy)
     host_config = {
         "read_only": fs.read_only_root,
         "cap_drop": ["ALL"],
@@ -227,6 +248,7 @@ class DockerSandbox(Sandbox):
         self._channel: RunnerChannel | None = None
         self._closed = False
         self._reset_pending = False
+        self._oom_record: OomRecord | None = None
 
     @property
     def alive(self) -> bool:
@@ -301,12 +323,20 @@ class DockerSandbox(Sandbox):
             reply = await self._call(message, limits.wall_s + REPLY_MARGIN_S, follow_up=reset_after)
         except ContainerLostError:
             # Under gVisor the whole sandbox is one process to the host's OOM killer:
-            # a memory bomb takes the container with it. That is the code's verdict.
-            if await self._backend.oom_killed(self.id):
+            # a program past the runner's check (a fork bomb outrunning it) takes the
+            # container with it. That is the code's verdict.
+            if await self.oom_killed():
                 return ExecResult(status=ExecStatus.MEMORY_LIMIT, reason="container_oom")
             raise
         self._reset_pending = reset_after
         return _result_from_reply(reply, argv)
+
+    async def oom_killed(self) -> bool:
+        """Whether the host's OOM killer struck this container: the kernel's record of its
+        memory cgroup where we hold one (gVisor, cgroup v1), else Docker's oom event."""
+        if self._oom_record is not None:
+            return await self._oom_record.oom_killed()
+        return await self._backend.oom_killed(self.id)
 
     async def reset(self) -> list[str]:
         if self._reset_pending and self._channel is not None:
@@ -332,6 +362,8 @@ class DockerSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
+        if self._oom_record is not None:
+            self._oom_record.close()
         if self._channel is not None:
             await self._channel.close()
         await self._backend.remove_container(self.id)
@@ -344,6 +376,8 @@ class DockerSandbox(Sandbox):
             self._backend.socket_path, self._backend.api_version, self.id
         )
         await self._backend.start_container(self.id)
+        if self.policy.runtime == "runsc":
+            self._oom_record = await self._backend.watch_oom(self.id)
         reply = await self._call({"op": "hello"}, HELLO_TIMEOUT_S)
         logger.debug("sandbox %s ready: %s", self.id[:12], reply)
 
@@ -492,6 +526,18 @@ class DockerBackend(Backend):
     async def oom_killed(self, container_id: str, *, wait_s: float = 2.0) -> bool:
         """Whether the engine reported an OOM kill in this container (waits for the event)."""
         return await self._ooms.seen(container_id, wait_s)
+
+    async def watch_oom(self, container_id: str) -> OomRecord | None:
+        """The kernel's OOM record of a started container's memory cgroup, where it can be had."""
+
+        def _watch() -> OomRecord | None:
+            try:
+                pid = int(self.client.api.inspect_container(container_id)["State"]["Pid"])
+            except (docker.errors.APIError, KeyError, TypeError, ValueError):
+                return None
+            return watch_oom(pid) if pid > 0 else None
+
+        return await asyncio.to_thread(_watch)
 
     async def create(self, image: str, policy: Policy) -> DockerSandbox:
         network = None

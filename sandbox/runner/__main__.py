@@ -67,7 +67,7 @@ class Runner:
         if op == "exec":
             return self.executor.run(request)
         if op == "reset":
-            return reset(self.config, self.executor.kill_at_once)
+            return reset(self.config, self.executor.kill_at_once, self.executor.cgroup.memory_bytes)
         if op == "verify":
             problems = verify(self.config)
             return {"clean": not problems, "problems": problems}

@@ -33,12 +33,18 @@ class Config:
     there the host's pids cgroup counts the sandbox kernel's threads, not the
     sandbox's processes, so this limit stands in for it. Under runc the cgroup
     does the job (RLIMIT_NPROC would count the uid across the whole host).
+    ``--memory BYTES`` (gVisor too) is the policy's memory limit, which the runner
+    enforces on the sandbox kernel's own count (``/proc/meminfo``) for every
+    execution: the host's memory cgroup also holds that kernel, so the backend
+    gives it headroom, and a program reaching the limit is killed with a
+    ``memory_limit`` verdict instead of the host's OOM killer taking the sandbox.
     """
 
     def __init__(self, argv: list[str]) -> None:
         values: dict[str, int] = {}
         self.dirs: list[WritableDir] = []
         self.nproc: int | None = None
+        self.memory_bytes: int | None = None
         self.runtime = "runc"
         pairs = iter(argv)
         for flag in pairs:
@@ -55,6 +61,10 @@ class Config:
                 self.nproc = int(value)
                 if self.nproc < 1:
                     raise SystemExit("runner: --nproc must be at least 1")
+            elif flag == "--memory":
+                self.memory_bytes = int(value)
+                if self.memory_bytes < 1:
+                    raise SystemExit("runner: --memory must be at least 1")
             elif flag in ("--uid", "--gid", "--judge-uid", "--judge-gid"):
                 values[flag] = int(value)
             else:

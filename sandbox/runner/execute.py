@@ -206,7 +206,7 @@ class Executor:
             started + wall_s,
             cpu_s,
             cpu_before,
-            None if memory_cap is None else memory_before + int(memory_cap),
+            self._memory_cap(memory_before, memory_cap),
         )
         wall = time.monotonic() - started
         setup_failure = _read_status(main.status_r)
@@ -282,6 +282,11 @@ class Executor:
                 return None, self.zygote.exits.pop(pid)
             now = time.monotonic()
             reason = self._limit_hit(now, deadline, cpu_s, cpu_before, memory_cap)
+            if reason == "memory":
+                # No grace: a program allowed to go on allocating may reach the host's
+                # limit (under gVisor it then takes the whole sandbox with it).
+                _signal_group(pid, signal.SIGKILL)
+                return reason, self._stop(pid)
             if reason is not None:
                 return reason, self._stop(pid)
             timeout = max(0.0, min(deadline - now, POLL_INTERVAL_S))
@@ -297,6 +302,14 @@ class Executor:
                 if not capture.open:
                     poller.unregister(fd)
                     del by_fd[fd]
+
+    def _memory_cap(self, memory_before: int, lowered: int | None) -> int | None:
+        """The memory count past which the program is killed: the request's lowered limit
+        on top of what was in use before it, and under gVisor the policy's own limit."""
+        caps = [] if lowered is None else [memory_before + int(lowered)]
+        if self.config.memory_bytes is not None:
+            caps.append(self.config.memory_bytes)
+        return min(caps, default=None)
 
     def _limit_hit(
         self,

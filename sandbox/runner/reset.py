@@ -8,7 +8,10 @@ no depth of nesting exhausts descriptors or the stack. Directory modes are
 restored. System V IPC objects created or owned by an untrusted uid are
 removed by a child running as that uid (only the owner or creator may). Finally
 the runner checks that no process is left, every directory is empty and moded
-as at start, and no IPC object remains.
+as at start, and no IPC object remains. Under gVisor (``--memory``) it also checks
+that the sandbox kernel has given back the memory of what ran: a sandbox still
+holding more than half its limit would stop the next program at once, so it is
+reported unclean (and replaced).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
@@ -29,10 +33,19 @@ if TYPE_CHECKING:
 IPC_RMID = 0
 _IPC_TABLES = {"shm": ("shmid", "shmctl"), "sem": ("semid", "semctl"), "msg": ("msqid", "msgctl")}
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+# How long gVisor may take to give back the memory of killed processes.
+MEMORY_RELEASE_WAIT_S = 2.0
 
 
-def reset(config: Config, kill_at_once: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Kill, wipe and verify; returns ``{"clean": bool, "problems": [...]}``."""
+def reset(
+    config: Config,
+    kill_at_once: Callable[[], None] | None = None,
+    memory_bytes: Callable[[], int | None] | None = None,
+) -> dict[str, Any]:
+    """Kill, wipe and verify; returns ``{"clean": bool, "problems": [...]}``.
+
+    ``memory_bytes`` reads the sandbox's memory count (checked under ``--memory``).
+    """
     problems: list[str] = []
     survivors = procs.kill_all(config.untrusted_uids, kill_at_once=kill_at_once)
     if survivors:
@@ -50,7 +63,21 @@ def reset(config: Config, kill_at_once: Callable[[], None] | None = None) -> dic
                 if error:
                     problems.append(error)
     problems.extend(verify(config))
+    if config.memory_bytes is not None and memory_bytes is not None:
+        problems.extend(_memory_left(config.memory_bytes, memory_bytes))
     return {"clean": not problems, "problems": problems}
+
+
+def _memory_left(limit: int, memory_bytes: Callable[[], int | None]) -> list[str]:
+    """A problem when the sandbox's memory count stays above half ``limit`` (gVisor)."""
+    deadline = time.monotonic() + MEMORY_RELEASE_WAIT_S
+    while True:
+        used = memory_bytes()
+        if used is None or used <= limit // 2:
+            return []
+        if time.monotonic() >= deadline:
+            return [f"{used >> 20} MB of memory still in use of the limit's {limit >> 20} MB"]
+        time.sleep(0.05)
 
 
 def verify(config: Config) -> list[str]:
