@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from sandbox.cli import main
+from sandbox.core.sessions import SessionSpec
 from sandbox.evals import ReplayAgent, load_tasks, run_eval
 from sandbox.evals.tasks import TaskError, load_task
 from sandbox.quality import CheckSettings, run_check
@@ -169,6 +170,36 @@ async def test_each_route_to_the_hidden_tests(
         closed = isolate or (policy == "gvisor" and route == "proc-cwd")
         attack = "failed" if closed else "passed"
         assert outcomes[f"attack-{route}-{mode}"] == attack, (route, outcomes)
+
+
+RUNS = 60
+REPEATED = f"""
+bad=0
+for i in $(seq {RUNS}); do
+  out=$(agent-run python3 rev.py < input.txt)
+  [ "$out" = "$(cat expected.txt)" ] || {{ bad=$((bad + 1)); echo "run $i: [$out]" >&2; }}
+done
+echo "missed $bad"
+"""
+
+
+@pytest.mark.parametrize("policy", ["default", "gvisor"])
+async def test_agent_run_brings_back_every_byte_every_time(platform: Platform, policy: str) -> None:
+    """``agent-run``'s output is whole on every call: its server once lost a program's output
+    now and then under gVisor (a pipe's readiness reported after the program had exited)."""
+    spec = SessionSpec(policy=policy, files={"rev.py": REFERENCE})
+    session = await platform.sessions.create(spec, tenant="agent-run")
+    try:
+        result = await platform.sessions.run_hidden_tests(
+            session.id,
+            {"input.txt": INPUT.encode(), "expected.txt": EXPECTED.encode()},
+            command=REPEATED,
+            timeout_s=240,
+            tenant="agent-run",
+        )
+    finally:
+        await platform.sessions.close(session.id, tenant="agent-run")
+    assert result.stdout.decode().strip() == "missed 0", result.stderr.decode()[-2000:]
 
 
 async def test_the_probe_flags_every_route_only_with_the_opt_out(

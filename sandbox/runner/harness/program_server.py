@@ -86,6 +86,7 @@ def run_once(argv: list[str], stdin: bytes, timeout_s: float) -> dict[str, Any]:
     if status != "exited":
         _kill_group(process.pid)
     else:
+        status = _drain(selector, outputs)
         try:
             process.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -103,6 +104,26 @@ def run_once(argv: list[str], stdin: bytes, timeout_s: float) -> dict[str, Any]:
         code = process.returncode
         reply["exit_code"] = code if code >= 0 else 128 - code
     return reply
+
+
+def _drain(selector: selectors.BaseSelector, outputs: dict[Any, bytearray]) -> str:
+    """Read what the pipes still hold without waiting: the program has exited, but a
+    readiness report can lag its last write (seen under gVisor), and what it left running
+    may hold the pipes open. Returns the status: ``exited``, or ``output_limit``."""
+    for key in list(selector.get_map().values()):
+        os.set_blocking(key.fd, False)
+        buffer = outputs[key.fileobj]
+        while True:
+            try:
+                data = os.read(key.fd, CHUNK)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            buffer += data
+            if len(buffer) > MAX_OUTPUT_BYTES:
+                return "output_limit"
+    return "exited"
 
 
 def _kill_group(pgid: int) -> None:
