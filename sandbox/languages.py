@@ -3,11 +3,22 @@
 Compiled languages build once per submission (as the sandbox uid, under the
 policy's ``compile_time_s``) into ``/workspace``; the build's output is the
 compile verdict's message. Interpreted languages run their source directly.
+
+Names and commands follow SandboxFusion's (``language`` values as its datasets
+send them: ``nodejs``, ``R``, ``D_ut``, ``kotlin_script``, ...; matched without
+regard to case). Its test-runner modes (``pytest``, ``junit``, ``go_test``,
+``jest``) are languages here too, with a :attr:`Language.report`: the runner's
+own report, read by the service, says whether the tests passed. Languages that
+Debian cannot provide on this platform are refused by name, with the reason
+(:data:`REFUSED`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from .errors import InvalidRequestError
 
@@ -15,11 +26,52 @@ from .errors import InvalidRequestError
 _GO_ENV = {"GOCACHE": "/tmp/.gocache", "GOPATH": "/tmp/.gopath", "GO111MODULE": "off"}
 # A small, fast-starting JVM: one GC thread, no C2 compiler for short programs.
 _JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+_JAVA = "/usr/share/java"
+# The jars SandboxFusion's Java runtime puts on the class path (javatuples), from Debian.
+JAVA_CLASSPATH = f".:{_JAVA}/javatuples.jar"
+JUNIT_CONSOLE = f"{_JAVA}/junit-platform-console-standalone.jar"
+JUNIT_CLASSPATH = f"{JAVA_CLASSPATH}:{JUNIT_CONSOLE}:{_JAVA}/junit4.jar:{_JAVA}/hamcrest-core.jar"
+SCALA_CLASSPATH = "/usr/share/scala/lib/scala-library.jar"
+TS_TRANSPILE = "/opt/sandbox/lang/ts_transpile.js"
+MAIN = "{main}"
+"""In a language's file name and commands: the main class or object found in the code."""
+
+ReportKind = Literal["pytest", "junit", "go-json", "jest-json"]
+
+_JAVA_PUBLIC_CLASS = re.compile(
+    r"^\s*public\s+(?:(?:final|abstract|strictfp)\s+)*(?:class|interface|enum|record)\s+(\w+)",
+    re.MULTILINE,
+)
+_SCALA_OBJECT = re.compile(r"^\s*(?:case\s+)?object\s+(\w+)", re.MULTILINE)
+_D_MAIN = re.compile(r"\bmain\s*\(")
+
+
+def java_public_class(code: str) -> str | None:
+    """The public top-level type of a Java source (its file must be named after it)."""
+    match = _JAVA_PUBLIC_CLASS.search(code)
+    return match.group(1) if match else None
+
+
+def scala_object(code: str) -> str | None:
+    """The first ``object`` of a Scala source, run as the main object (as SandboxFusion does)."""
+    match = _SCALA_OBJECT.search(code)
+    return match.group(1) if match else None
+
+
+def _php_source(code: str) -> str:
+    return code if "<?php" in code or "<?=" in code else f"<?php\n{code}"
 
 
 @dataclass(frozen=True)
 class Language:
-    """One language: its image, the file its code goes in, how to build and run it."""
+    """One language: its image, the file its code goes in, how to build and run it.
+
+    ``{main}`` in ``source_file``, ``compile`` or ``run`` is the name ``main`` finds
+    in the code (else ``default_main``). ``prepare`` turns the code into the file's
+    text (PHP's opening tag). A language with a ``report`` is a test runner: the
+    run's verdict is the runner's report (``report_path``, stdout or the runner's
+    channel), never its exit status alone.
+    """
 
     name: str
     image: str
@@ -27,10 +79,42 @@ class Language:
     run: tuple[str, ...]
     compile: tuple[str, ...] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    main: Callable[[str], str | None] | None = None
+    default_main: str = "Main"
+    prepare: Callable[[str], str] | None = None
+    report: ReportKind | None = None
+    report_paths: tuple[str, ...] = ()
+    description: str = ""
 
     @property
     def compiled(self) -> bool:
         return self.compile is not None
+
+    def for_code(self, code: str) -> Language:
+        """This language with ``{main}`` filled in from ``code``."""
+        if self.main is None:
+            return self
+        name = self.main(code) or self.default_main
+
+        def fill(parts: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(part.replace(MAIN, name) for part in parts)
+
+        return replace(
+            self,
+            source_file=self.source_file.replace(MAIN, name),
+            run=fill(self.run),
+            compile=fill(self.compile) if self.compile is not None else None,
+            main=None,
+        )
+
+    def source(self, code: str) -> bytes:
+        """The bytes of the source file for ``code``."""
+        return (self.prepare(code) if self.prepare is not None else code).encode()
+
+
+def _d_ut_main(code: str) -> str | None:
+    """D unittest programs often have no ``main``: then gdc makes one (``-fmain``)."""
+    return None if _D_MAIN.search(code) else "-fmain"
 
 
 LANGUAGES: dict[str, Language] = {
@@ -49,10 +133,18 @@ LANGUAGES: dict[str, Language] = {
             "cpp",
             image="polyglot",
             source_file="main.cpp",
-            compile=("g++", "-O2", "-std=gnu++17", "-o", "main", "main.cpp"),
+            compile=("g++", "-O2", "-std=gnu++17", "-o", "main", "main.cpp", "-lpthread"),
             run=("./main",),
         ),
         Language("javascript", image="polyglot", source_file="main.js", run=("node", "main.js")),
+        Language(
+            "typescript",
+            image="polyglot",
+            source_file="main.ts",
+            compile=("node", TS_TRANSPILE, "main.ts"),
+            run=("node", "main.js"),
+            description="transpiled without type checking (as tsx), then run by node",
+        ),
         Language(
             "go",
             image="polyglot",
@@ -64,15 +156,19 @@ LANGUAGES: dict[str, Language] = {
         Language(
             "java",
             image="polyglot",
-            source_file="Main.java",
+            source_file=f"{MAIN}.java",
             compile=(
                 "javac",
                 *(f"-J{flag}" for flag in _JVM_FLAGS),
                 "-encoding",
                 "UTF-8",
-                "Main.java",
+                "-cp",
+                JAVA_CLASSPATH,
+                f"{MAIN}.java",
             ),
-            run=("java", *_JVM_FLAGS, "-Xss64m", "-cp", ".", "Main"),
+            run=("java", *_JVM_FLAGS, "-Xss64m", "-ea", "-cp", JAVA_CLASSPATH, MAIN),
+            main=java_public_class,
+            description="Main.java (or the public class's name), assertions on (-ea)",
         ),
         Language(
             "rust",
@@ -80,6 +176,171 @@ LANGUAGES: dict[str, Language] = {
             source_file="main.rs",
             compile=("rustc", "-O", "--edition", "2021", "-o", "main", "main.rs"),
             run=("./main",),
+        ),
+        Language(
+            "php",
+            image="polyglot",
+            source_file="main.php",
+            run=("php", "-f", "main.php"),
+            prepare=_php_source,
+        ),
+        Language("ruby", image="polyglot", source_file="main.rb", run=("ruby", "main.rb")),
+        Language("lua", image="polyglot", source_file="main.lua", run=("lua5.4", "main.lua")),
+        Language("perl", image="polyglot", source_file="main.pl", run=("perl", "main.pl")),
+        Language("r", image="polyglot", source_file="main.R", run=("Rscript", "main.R")),
+        Language(
+            "csharp",
+            image="polyglot",
+            source_file="main.cs",
+            compile=(
+                "mcs",
+                "-optimize+",
+                "-d:DEBUG",
+                "-r:System.Numerics.dll",
+                "-out:main.exe",
+                "main.cs",
+            ),
+            run=("mono", "main.exe"),
+            description="Mono's mcs with DEBUG defined (Debug.Assert checks)",
+        ),
+        Language(
+            "scala",
+            image="polyglot",
+            source_file="main.scala",
+            compile=("scalac", "-J-XX:+UseSerialGC", "-d", ".", "main.scala"),
+            run=("java", *_JVM_FLAGS, "-Xss64m", "-cp", f".:{SCALA_CLASSPATH}", MAIN),
+            main=scala_object,
+            description="the first object is the main one",
+        ),
+        Language(
+            "d",
+            image="polyglot",
+            source_file="main.d",
+            compile=("gdc", "-O2", "-o", "main", "main.d"),
+            run=("./main",),
+        ),
+        Language(
+            "d_ut",
+            image="polyglot",
+            source_file="main.d",
+            compile=("gdc", "-funittest", MAIN, "-o", "main", "main.d"),
+            run=("./main",),
+            main=_d_ut_main,
+            default_main="-funittest",
+            description="unittest blocks run before main (gdc -funittest; -fmain without one)",
+        ),
+        Language(
+            "sql",
+            image="polyglot",
+            source_file="main.sql",
+            run=("sqlite3", "-bail", "-batch", ":memory:", ".read main.sql"),
+            description="SQLite, an in-memory database",
+        ),
+        Language(
+            "verilog",
+            image="polyglot",
+            source_file="main.sv",
+            compile=(
+                "iverilog",
+                "-Wall",
+                "-Winfloop",
+                "-Wno-timescale",
+                "-g2012",
+                "-s",
+                "tb",
+                "-o",
+                "main.vvp",
+                "main.sv",
+            ),
+            run=("vvp", "-n", "main.vvp"),
+            description="Icarus Verilog, top module tb",
+        ),
+        Language(
+            "kotlin_script",
+            image="extra",
+            source_file="main.kts",
+            run=("kotlinc", "-J-XX:+UseSerialGC", "-script", "main.kts"),
+        ),
+        Language("racket", image="extra", source_file="main.rkt", run=("racket", "main.rkt")),
+        Language(
+            "haskell",
+            image="extra",
+            source_file="main.hs",
+            compile=("ghc", "-O1", "-v0", "-outputdir", "/tmp/ghc", "-o", "main", "main.hs"),
+            run=("./main",),
+        ),
+        Language(
+            "ocaml",
+            image="extra",
+            source_file="main.ml",
+            compile=("ocamlopt", "unix.cmxa", "str.cmxa", "-o", "main", "main.ml"),
+            run=("./main",),
+        ),
+        # SandboxFusion's test-runner modes: the code is the tests.
+        Language(
+            "pytest",
+            image="python",
+            source_file="test_main.py",
+            # The platform's pytest harness (sandbox/runner/harness), in every image.
+            run=("python3", "-I", "/opt/sandbox/runner/harness/pytest_channel.py", "test_main.py"),
+            report="pytest",
+            description="pytest on the code as a test file; its report on the runner's channel",
+        ),
+        Language(
+            "junit",
+            image="polyglot",
+            source_file=f"{MAIN}.java",
+            compile=(
+                "bash",
+                "-c",
+                f"exec javac -J-XX:+UseSerialGC -encoding UTF-8 -cp {JUNIT_CLASSPATH} *.java",
+            ),
+            run=(
+                "java",
+                *_JVM_FLAGS,
+                "-ea",
+                "-jar",
+                JUNIT_CONSOLE,
+                "--disable-banner",
+                "--details=tree",
+                "--class-path",
+                JUNIT_CLASSPATH,
+                "--scan-class-path",
+                "--reports-dir=.junit",
+            ),
+            main=java_public_class,
+            report="junit",
+            report_paths=(".junit/TEST-junit-jupiter.xml", ".junit/TEST-junit-vintage.xml"),
+            description="JUnit 5 console launcher (JUnit 4 tests too); its XML reports",
+        ),
+        Language(
+            "go_test",
+            image="polyglot",
+            source_file="main_test.go",
+            compile=("go", "test", "-c", "-o", "main.test", "main_test.go"),
+            run=("go", "tool", "test2json", "-t", "./main.test", "-test.v"),
+            env=_GO_ENV,
+            report="go-json",
+            description="go test, built then run through test2json; its JSON events",
+        ),
+        Language(
+            "jest",
+            image="polyglot",
+            source_file="main.test.ts",
+            compile=("node", TS_TRANSPILE, "main.test.ts"),
+            run=(
+                "jest",
+                "--ci",
+                "--runInBand",
+                "--no-watchman",
+                "--cacheDirectory=/tmp/.jest",
+                "--json",
+                "--outputFile=.jest/report.json",
+                "main.test.js",
+            ),
+            report="jest-json",
+            report_paths=(".jest/report.json",),
+            description="jest on the transpiled test file; its JSON report",
         ),
     )
 }
@@ -91,8 +352,36 @@ ALIASES = {
     "js": "javascript",
     "node": "javascript",
     "nodejs": "javascript",
+    "ts": "typescript",
     "golang": "go",
     "rs": "rust",
+    "rb": "ruby",
+    "pl": "perl",
+    "rscript": "r",
+    "cs": "csharp",
+    "c#": "csharp",
+    "mono": "csharp",
+    "dlang": "d",
+    "kotlin": "kotlin_script",
+    "kts": "kotlin_script",
+    "kt": "kotlin_script",
+    "rkt": "racket",
+    "hs": "haskell",
+    "ml": "ocaml",
+    "sqlite": "sql",
+    "sqlite3": "sql",
+    "systemverilog": "verilog",
+    "iverilog": "verilog",
+    "go-test": "go_test",
+}
+
+#: Languages SandboxFusion runs that this platform refuses, and why.
+REFUSED = {
+    "julia": "Julia is not packaged in Debian bookworm",
+    "swift": "Swift is not packaged in Debian bookworm",
+    "lean": "Lean 4 (with Lake and Mathlib) is not packaged in Debian bookworm",
+    "cuda": "CUDA needs a GPU and NVIDIA's toolkit, which this platform does not provide",
+    "python_gpu": "python_gpu needs a GPU, which this platform does not provide",
 }
 
 
@@ -102,5 +391,9 @@ def get_language(name: str) -> Language:
     try:
         return LANGUAGES[key]
     except KeyError:
+        if key in REFUSED:
+            raise InvalidRequestError(
+                f"language {name!r} is not supported here: {REFUSED[key]}"
+            ) from None
         known = ", ".join(sorted(LANGUAGES))
         raise InvalidRequestError(f"unknown language {name!r}; use one of: {known}") from None

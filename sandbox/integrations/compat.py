@@ -5,7 +5,10 @@
   ``compile_result`` / ``run_result``. Every field of SandboxFusion's request is
   accepted; ``args`` go on the program's command line. Timeouts and memory above
   the policy are lowered to the policy's (those clients always send their
-  defaults). A run the platform could not carry out is tried again; when it
+  defaults). Every language of :mod:`sandbox.languages` answers, by SandboxFusion's
+  names; in its test-runner modes (``pytest``, ``junit``, ``go_test``, ``jest``)
+  ``Success`` needs the runner's own report to show a pass
+  (:mod:`.runner_reports`). A run the platform could not carry out is tried again; when it
   still cannot (or the pool is saturated) the router answers 504 with
   ``Retry-After``: the only status verl's client retries.
 - OpenRLHF's remote reward (``/get_reward``): ``query`` (prompt + response),
@@ -44,9 +47,12 @@ from sandbox.core.validation import RelativePath, dotted, lone_surrogate
 from sandbox.errors import CapacityError, InfrastructureError, InvalidRequestError
 from sandbox.judge.batches import DEFAULT_CONCURRENCY
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
+from sandbox.languages import get_language
 from sandbox.policy import LimitOverrides
 from sandbox.policy.limits import MIN_MEMORY_MB, MIN_TIME_S
 from sandbox.results import ExecResult, ExecStatus
+
+from .runner_reports import report_problem
 
 INFRA_RETRIES = 2
 RETRY_DELAY_S = 1.0
@@ -174,11 +180,19 @@ async def run_code(
     compile_result = _command_result(built) if built is not None else None
     run_result = _command_result(ran) if ran is not None else None
     ok = ran is not None and ran.status is ExecStatus.OK
+    language = get_language(request.language)
+    problem = report_problem(language, ran) if ran is not None else None
+    fetched = {
+        path: data
+        for path, data in (ran.files if ran else {}).items()
+        if path in request.fetch_files or path not in language.report_paths
+    }
     return RunCodeResponse(
-        status="Success" if ok else "Failed",
+        status="Success" if ok and problem is None else "Failed",
+        message=problem or "",
         compile_result=compile_result,
         run_result=run_result,
-        files={path: _b64(data) for path, data in (ran.files if ran else {}).items()},
+        files={path: _b64(data) for path, data in fetched.items()},
     )
 
 
