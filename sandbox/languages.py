@@ -58,6 +58,49 @@ def scala_object(code: str) -> str | None:
     return match.group(1) if match else None
 
 
+# Mono's Debug.Assert only logs a failed assertion; .NET's (SandboxFusion runs
+# dotnet) ends the program. This class, compiled with the code, takes precedence
+# over System.dll's (warning CS0436, silenced) and ends it with status 134.
+CSHARP_DEBUG_FILE = ".sandbox/Debug.cs"
+CSHARP_DEBUG = """\
+namespace System.Diagnostics {
+    public static class Debug {
+        static void Failed(string message) {
+            System.Console.Out.Flush();
+            System.Console.Error.WriteLine(
+                "Debug.Assert failed" + (message == null ? "" : ": " + message)
+                + System.Environment.NewLine + new System.Diagnostics.StackTrace(2, true));
+            System.Environment.Exit(134);
+        }
+        public static void Assert(bool ok) { if (!ok) Failed(null); }
+        public static void Assert(bool ok, string message) { if (!ok) Failed(message); }
+        public static void Assert(bool ok, string message, string detail) {
+            if (!ok) Failed(message + " " + detail);
+        }
+        public static void Fail(string message) { Failed(message); }
+        public static void Fail(string message, string detail) { Failed(message + " " + detail); }
+        public static void WriteLine(object value) { System.Console.Error.WriteLine(value); }
+        public static void WriteLine(string message) { System.Console.Error.WriteLine(message); }
+        public static void WriteLine(string format, params object[] args) {
+            System.Console.Error.WriteLine(format, args);
+        }
+        public static void Write(object value) { System.Console.Error.Write(value); }
+        public static void Write(string message) { System.Console.Error.Write(message); }
+        public static void Print(string message) { System.Console.Error.WriteLine(message); }
+        public static void Print(string format, params object[] args) {
+            System.Console.Error.WriteLine(format, args);
+        }
+        public static void WriteIf(bool ok, string message) {
+            if (ok) System.Console.Error.Write(message);
+        }
+        public static void WriteLineIf(bool ok, string message) {
+            if (ok) System.Console.Error.WriteLine(message);
+        }
+    }
+}
+"""
+
+
 def _php_source(code: str) -> str:
     return code if "<?php" in code or "<?=" in code else f"<?php\n{code}"
 
@@ -84,6 +127,7 @@ class Language:
     prepare: Callable[[str], str] | None = None
     report: ReportKind | None = None
     report_paths: tuple[str, ...] = ()
+    support_files: tuple[tuple[str, str], ...] = ()
     description: str = ""
 
     @property
@@ -110,6 +154,13 @@ class Language:
     def source(self, code: str) -> bytes:
         """The bytes of the source file for ``code``."""
         return (self.prepare(code) if self.prepare is not None else code).encode()
+
+    def files(self, code: str) -> dict[str, bytes]:
+        """The files to write for ``code``: its source and the language's support files."""
+        return {
+            **{path: text.encode() for path, text in self.support_files},
+            self.source_file: self.source(code),
+        }
 
 
 def _d_ut_main(code: str) -> str | None:
@@ -181,7 +232,7 @@ LANGUAGES: dict[str, Language] = {
             "php",
             image="polyglot",
             source_file="main.php",
-            run=("php", "-f", "main.php"),
+            run=("php", "-d", "zend.assertions=1", "-d", "assert.exception=1", "-f", "main.php"),
             prepare=_php_source,
         ),
         Language("ruby", image="polyglot", source_file="main.rb", run=("ruby", "main.rb")),
@@ -196,18 +247,21 @@ LANGUAGES: dict[str, Language] = {
                 "mcs",
                 "-optimize+",
                 "-d:DEBUG",
+                "-nowarn:436",
                 "-r:System.Numerics.dll",
                 "-out:main.exe",
                 "main.cs",
+                CSHARP_DEBUG_FILE,
             ),
             run=("mono", "main.exe"),
-            description="Mono's mcs with DEBUG defined (Debug.Assert checks)",
+            support_files=((CSHARP_DEBUG_FILE, CSHARP_DEBUG),),
+            description="Mono's mcs with DEBUG defined; a failed Debug.Assert ends the program",
         ),
         Language(
             "scala",
             image="polyglot",
             source_file="main.scala",
-            compile=("scalac", "-J-XX:+UseSerialGC", "-d", ".", "main.scala"),
+            compile=("scalac", *(f"-J{flag}" for flag in _JVM_FLAGS), "-d", ".", "main.scala"),
             run=("java", *_JVM_FLAGS, "-Xss64m", "-cp", f".:{SCALA_CLASSPATH}", MAIN),
             main=scala_object,
             description="the first object is the main one",
@@ -216,7 +270,7 @@ LANGUAGES: dict[str, Language] = {
             "d",
             image="polyglot",
             source_file="main.d",
-            compile=("gdc", "-O2", "-o", "main", "main.d"),
+            compile=("gdc", "-o", "main", "main.d"),
             run=("./main",),
         ),
         Language(
@@ -266,7 +320,17 @@ LANGUAGES: dict[str, Language] = {
             "haskell",
             image="extra",
             source_file="main.hs",
-            compile=("ghc", "-O1", "-v0", "-outputdir", "/tmp/ghc", "-o", "main", "main.hs"),
+            compile=(
+                "ghc",
+                "-O1",
+                "-fno-ignore-asserts",
+                "-v0",
+                "-outputdir",
+                "/tmp/ghc",
+                "-o",
+                "main",
+                "main.hs",
+            ),
             run=("./main",),
         ),
         Language(
@@ -318,7 +382,7 @@ LANGUAGES: dict[str, Language] = {
             image="polyglot",
             source_file="main_test.go",
             compile=("go", "test", "-c", "-o", "main.test", "main_test.go"),
-            run=("go", "tool", "test2json", "-t", "./main.test", "-test.v"),
+            run=("go", "tool", "test2json", "-t", "-p", "main", "./main.test", "-test.v"),
             env=_GO_ENV,
             report="go-json",
             description="go test, built then run through test2json; its JSON events",
@@ -334,12 +398,14 @@ LANGUAGES: dict[str, Language] = {
                 "--runInBand",
                 "--no-watchman",
                 "--cacheDirectory=/tmp/.jest",
+                '--config={"transform": {}}',
+                "--rootDir=.",
                 "--json",
-                "--outputFile=.jest/report.json",
+                "--outputFile=.jest-report.json",
                 "main.test.js",
             ),
             report="jest-json",
-            report_paths=(".jest/report.json",),
+            report_paths=(".jest-report.json",),
             description="jest on the transpiled test file; its JSON report",
         ),
     )
@@ -382,6 +448,9 @@ REFUSED = {
     "lean": "Lean 4 (with Lake and Mathlib) is not packaged in Debian bookworm",
     "cuda": "CUDA needs a GPU and NVIDIA's toolkit, which this platform does not provide",
     "python_gpu": "python_gpu needs a GPU, which this platform does not provide",
+    "python2": "Python 2 is not packaged in Debian bookworm; send python (Python 3)",
+    "react": "React and its jest setup are not packaged in Debian bookworm",
+    "gtest": "GoogleTest mode is not provided here; send cpp with the tests in main",
 }
 
 

@@ -225,11 +225,10 @@ class ExecutionService:
             raise InvalidRequestError(
                 f"{language.source_file!r} holds the code itself; rename that extra file"
             )
-        for report in language.report_paths:
+        for report in (*language.report_paths, *(path for path, _ in language.support_files)):
             if report in files or report.split("/")[0] in files:
                 raise InvalidRequestError(
-                    f"{report!r} is where {language.name}'s test runner writes its report; "
-                    "rename that extra file"
+                    f"{report!r} is {language.name}'s own (its test runner's report or a file "
+                    "the platform compiles with the code); rename that extra file"
                 )
-        files[language.source_file] = language.source(request.code)
-        return files
+        return {**files, **language.files(request.code)}

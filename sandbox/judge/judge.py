@@ -425,9 +425,7 @@ class Judge:
         env: dict[str, str],
     ) -> ExecResult | None:
         """Build the source; the compiler's result when it failed, else None."""
-        result = await build(
-            sandbox, language, {language.source_file: language.source(source)}, limits, env
-        )
+        result = await build(sandbox, language, language.files(source), limits, env)
         return None if result.status is ExecStatus.OK else result
 
     async def _io(
@@ -450,9 +448,7 @@ class Judge:
                 return self._compile_error(request, names, tests, failure, limits, started)
         case_limits = limits.model_copy(update={"wall_s": test_timeout})
         results: list[TestResult] = []
-        files: dict[str, bytes] | None = (
-            None if language.compiled else {language.source_file: language.source(source)}
-        )
+        files: dict[str, bytes] | None = None if language.compiled else language.files(source)
         for index, case in enumerate(tests.cases):
             if request.early_stop and results and results[-1].verdict is not TestVerdict.PASSED:
                 results.append(
@@ -578,7 +574,7 @@ class Judge:
             if name in judge_env:
                 judge_env[name] = f"{JUDGE_DIR}/.{name.lower()}"
         language = language.for_code(request.code)
-        code = {language.source_file: language.source(request.code)}
+        code = language.files(request.code)
         isolated = tests.isolate_candidate
         if isolated and language.compiled:  # built where it runs: by and as the candidate
             failure = await self._compile(sandbox, language, request.code, limits, env)
