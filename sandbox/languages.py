@@ -43,6 +43,7 @@ _JAVA_PUBLIC_CLASS = re.compile(
     re.MULTILINE,
 )
 _SCALA_OBJECT = re.compile(r"^\s*(?:case\s+)?object\s+(\w+)", re.MULTILINE)
+_SCALA_MAIN = re.compile(r"\bdef\s+main\s*\(|\bextends\s+App\b")
 _D_MAIN = re.compile(r"\bmain\s*\(")
 
 
@@ -53,9 +54,16 @@ def java_public_class(code: str) -> str | None:
 
 
 def scala_object(code: str) -> str | None:
-    """The first ``object`` of a Scala source, run as the main object (as SandboxFusion does)."""
-    match = _SCALA_OBJECT.search(code)
-    return match.group(1) if match else None
+    """The main object of a Scala source: the first with a ``main`` method (or ``extends
+    App``), else the first ``object`` (as SandboxFusion takes)."""
+    objects = list(_SCALA_OBJECT.finditer(code))
+    if not objects:
+        return None
+    for match, following in zip(objects, [*objects[1:], None], strict=True):
+        body = code[match.end() : following.start() if following is not None else len(code)]
+        if _SCALA_MAIN.search(body):
+            return match.group(1)
+    return objects[0].group(1)
 
 
 # Mono's Debug.Assert only logs a failed assertion; .NET's (SandboxFusion runs
