@@ -33,6 +33,9 @@ JUNIT_CONSOLE = f"{_JAVA}/junit-platform-console-standalone.jar"
 JUNIT_CLASSPATH = f"{JAVA_CLASSPATH}:{JUNIT_CONSOLE}:{_JAVA}/junit4.jar:{_JAVA}/hamcrest-core.jar"
 SCALA_CLASSPATH = "/usr/share/scala/lib/scala-library.jar"
 TS_TRANSPILE = "/opt/sandbox/lang/ts_transpile.js"
+KOTLIN_CLASSPATH = (
+    f".:/opt/sandbox/lang/kts:{_JAVA}/kotlin-stdlib.jar:{_JAVA}/kotlin-script-runtime.jar"
+)
 MAIN = "{main}"
 """In a language's file name and commands: the main class or object found in the code."""
 
@@ -321,7 +324,9 @@ LANGUAGES: dict[str, Language] = {
             "kotlin_script",
             image="extra",
             source_file="main.kts",
-            run=("kotlinc", "-J-XX:+UseSerialGC", "-script", "main.kts"),
+            compile=("kotlinc", *(f"-J{flag}" for flag in _JVM_FLAGS), "main.kts", "-d", "."),
+            run=("java", *_JVM_FLAGS, "-Xss64m", "-ea", "-cp", KOTLIN_CLASSPATH, "KtsMainKt"),
+            description="compiled once (kotlinc), run by a launcher of the script class",
         ),
         Language("racket", image="extra", source_file="main.rkt", run=("racket", "main.rkt")),
         Language(
