@@ -140,6 +140,9 @@ class Language:
     report_paths: tuple[str, ...] = ()
     support_files: tuple[tuple[str, str], ...] = ()
     description: str = ""
+    #: SandboxFusion runs it without a build (the build is ours): its ``compile_timeout``
+    #: does not bound the build, the policy's ``compile_time_s`` does.
+    own_build: bool = False
 
     @property
     def compiled(self) -> bool:
@@ -206,6 +209,7 @@ LANGUAGES: dict[str, Language] = {
             compile=("node", TS_TRANSPILE, "main.ts"),
             run=("node", "main.js"),
             description="transpiled without type checking (as tsx), then run by node",
+            own_build=True,
         ),
         Language(
             "go",
@@ -327,6 +331,7 @@ LANGUAGES: dict[str, Language] = {
             compile=("kotlinc", *(f"-J{flag}" for flag in _JVM_FLAGS), "main.kts", "-d", "."),
             run=("java", *_JVM_FLAGS, "-Xss64m", "-ea", "-cp", KOTLIN_CLASSPATH, "KtsMainKt"),
             description="compiled once (kotlinc), run by a launcher of the script class",
+            own_build=True,
         ),
         Language("racket", image="extra", source_file="main.rkt", run=("racket", "main.rkt")),
         Language(
@@ -420,6 +425,7 @@ LANGUAGES: dict[str, Language] = {
             report="jest-json",
             report_paths=(".jest-report.json",),
             description="jest on the transpiled test file; its JSON report",
+            own_build=True,
         ),
     )
 }

@@ -5,11 +5,13 @@
   ``compile_result`` / ``run_result``. Every field of SandboxFusion's request is
   accepted; ``args`` go on the program's command line. Timeouts and memory above
   the policy are lowered to the policy's (those clients always send their
-  defaults). Every language of :mod:`sandbox.languages` answers, by SandboxFusion's
-  names; in its test-runner modes (``pytest``, ``junit``, ``go_test``, ``jest``)
-  ``Success`` needs the runner's own report to show a pass
-  (:mod:`.runner_reports`). A run the platform could not carry out is tried again; when it
-  still cannot (or the pool is saturated) the router answers 504 with
+  defaults); ``compile_timeout`` does not bound the builds SandboxFusion does
+  not have (``Language.own_build``: TypeScript, Kotlin scripts, jest).
+  Every language of :mod:`sandbox.languages` answers, by SandboxFusion's names;
+  in its test-runner modes (``pytest``, ``junit``, ``go_test``, ``jest``)
+  ``Success`` needs the runner's own report to show a pass (:mod:`.runner_reports`).
+  A run the platform could not carry out is tried again; when it still cannot (or
+  the pool is saturated) the router answers 504 with
   ``Retry-After``: the only status verl's client retries.
 - OpenRLHF's remote reward (``/get_reward``): ``query`` (prompt + response),
   ``prompts`` and ``labels`` in; ``rewards``, ``scores`` and ``extra_logs``
@@ -142,6 +144,7 @@ async def run_code(
     :class:`~sandbox.errors.CapacityError`. The router answers both with 504.
     """
     limits = service.policy(policy).resources
+    language = get_language(request.language)
     if 0 < request.memory_limit_MB < MIN_MEMORY_MB:
         raise InvalidRequestError(
             f"memory_limit_MB={request.memory_limit_MB} is below {MIN_MEMORY_MB}; send at least "
@@ -150,7 +153,11 @@ async def run_code(
     overrides = LimitOverrides(
         wall_time_s=min(request.run_timeout, limits.wall_time_s),
         cpu_time_s=min(request.run_timeout, limits.cpu_time_s),
-        compile_time_s=min(request.compile_timeout, limits.compile_time_s),
+        compile_time_s=(
+            limits.compile_time_s
+            if language.own_build
+            else min(request.compile_timeout, limits.compile_time_s)
+        ),
         memory_mb=(
             min(request.memory_limit_MB, limits.memory_mb) if request.memory_limit_MB > 0 else None
         ),
@@ -180,7 +187,6 @@ async def run_code(
     compile_result = _command_result(built) if built is not None else None
     run_result = _command_result(ran) if ran is not None else None
     ok = ran is not None and ran.status is ExecStatus.OK
-    language = get_language(request.language)
     problem = report_problem(language, ran) if ran is not None else None
     fetched = {
         path: data

@@ -426,3 +426,15 @@ def test_refused_by_name_with_the_reason(service: Service, language: str, why: s
     assert response.status_code == 422, response.text
     message = response.json()["message"]
     assert language in message and why in message, message
+
+
+def test_compile_timeout_bounds_only_builds_sandboxfusion_has(service: Service) -> None:
+    """SandboxFusion runs TypeScript without a build: its compile_timeout does not bound ours."""
+    from sandbox_fusion import RunStatus
+
+    quick = {"compile_timeout": 0.1, "stdin": "sandbox\n"}
+    response = fusion_run(service, code=HELLO["typescript"], language="typescript", **quick)
+    assert response.status == RunStatus.Success, response
+    response = fusion_run(service, code=HELLO["csharp"], language="csharp", **quick)
+    assert response.status == RunStatus.Failed, response
+    assert "compilation exceeded its time limit" in response.compile_result.stderr, response
