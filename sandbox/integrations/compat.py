@@ -33,10 +33,11 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from sandbox.backends.base import WORKDIR
 from sandbox.core.execution import (
     MAX_ARGS,
     MAX_CODE_BYTES,
@@ -45,7 +46,7 @@ from sandbox.core.execution import (
     ExecutionService,
     RunRequest,
 )
-from sandbox.core.validation import RelativePath, dotted, lone_surrogate
+from sandbox.core.validation import check_relative_path, dotted, lone_surrogate
 from sandbox.errors import CapacityError, InfrastructureError, InvalidRequestError
 from sandbox.judge.batches import DEFAULT_CONCURRENCY
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
@@ -64,6 +65,22 @@ UNJUDGED_RETRY_AFTER_S = 5.0
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 
 
+def _workspace_path(path: str) -> str:
+    """SandboxFusion takes absolute ``files`` and ``fetch_files`` anywhere; here, only
+    the working directory is writable and fetched from: say so, with the fix."""
+    if path.startswith("/"):
+        raise InvalidRequestError(
+            f"file path {path[:80]!r} is absolute: SandboxFusion writes and fetches files "
+            "anywhere, but here the root file system is read-only and only the working "
+            f"directory ({WORKDIR}) is written and fetched; send the path relative to it "
+            f"(for example {path.lstrip('/')[:80]!r})"
+        )
+    return check_relative_path(path)
+
+
+WorkspacePath = Annotated[str, AfterValidator(_workspace_path)]
+
+
 class RunCodeRequest(BaseModel):
     """SandboxFusion's ``/run_code`` request: every field its server model and client have."""
 
@@ -77,10 +94,14 @@ class RunCodeRequest(BaseModel):
     memory_limit_MB: int = Field(
         default=-1, description=f"0 or less: the policy's; else at least {MIN_MEMORY_MB}"
     )
-    files: dict[RelativePath, str | None] = Field(
-        default_factory=dict, description="path -> base64"
+    files: dict[WorkspacePath, str | None] = Field(
+        default_factory=dict, description="path (relative to the working directory) -> base64"
     )
-    fetch_files: list[RelativePath] = Field(default_factory=list, max_length=MAX_FETCH)
+    fetch_files: list[WorkspacePath] = Field(
+        default_factory=list,
+        max_length=MAX_FETCH,
+        description="Paths relative to the working directory (the only one fetched from).",
+    )
     args: list[str] = Field(
         default_factory=list,
         max_length=MAX_ARGS,

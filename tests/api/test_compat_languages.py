@@ -438,3 +438,14 @@ def test_compile_timeout_bounds_only_builds_sandboxfusion_has(service: Service) 
     response = fusion_run(service, code=HELLO["csharp"], language="csharp", **quick)
     assert response.status == RunStatus.Failed, response
     assert "compilation exceeded its time limit" in response.compile_result.stderr, response
+
+
+@pytest.mark.parametrize("field", ["files", "fetch_files"])
+def test_absolute_paths_are_refused_with_the_reason(service: Service, field: str) -> None:
+    """SandboxFusion takes them; our root file system is read-only: a 422 that says so."""
+    value: Any = {"/tmp/data.txt": "MQ=="} if field == "files" else ["/etc/passwd"]
+    body = {"code": "print(1)", "language": "python", field: value}
+    response = requests.post(f"{service.url}/run_code", json=body, timeout=30)
+    assert response.status_code == 422, response.text
+    message = response.json()["message"]
+    assert "read-only" in message and "/workspace" in message, message
