@@ -333,7 +333,14 @@ LANGUAGES: dict[str, Language] = {
             description="compiled once (kotlinc), run by a launcher of the script class",
             own_build=True,
         ),
-        Language("racket", image="extra", source_file="main.rkt", run=("racket", "main.rkt")),
+        Language(
+            "racket",
+            image="extra",
+            source_file="main.rkt",
+            compile=("raco", "make", "main.rkt"),
+            run=("racket", "main.rkt"),
+            description="compiled once (raco make): a run starts twice as fast",
+        ),
         Language(
             "haskell",
             image="extra",

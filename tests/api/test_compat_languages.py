@@ -82,7 +82,17 @@ PRINTED = {
         "endmodule\n"
     ),
 }
-COMPILED = {"typescript", "csharp", "scala", "D", "haskell", "ocaml", "verilog", "kotlin_script"}
+COMPILED = {
+    "typescript",
+    "csharp",
+    "scala",
+    "D",
+    "haskell",
+    "ocaml",
+    "verilog",
+    "kotlin_script",
+    "racket",
+}
 # A compile error per compiled language, and a word the compiler's message must hold.
 BROKEN = {
     "typescript": ("let x: number = ;\n", "Expression expected"),

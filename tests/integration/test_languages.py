@@ -70,6 +70,7 @@ COMPILED = {
     "haskell",
     "ocaml",
     "kotlin_script",
+    "racket",
 }
 ERROR_CLASSES = {"wrong_answer", "runtime_error", "timeout", "compile_error"}
 # SandboxFusion's names for our languages.
@@ -97,6 +98,7 @@ COMPILER_SIGN = {
     "haskell": "error",
     "ocaml": "Error",
     "kotlin_script": "error:",
+    "racket": "main.rkt",
 }
 # The first error line of each compiler, and the message it carries.
 FIRST_ERROR = re.compile(r"(?:\berror(?:\[E\d+\])?|main\.go:\d+:\d+): (?P<message>.+)")
