@@ -222,7 +222,7 @@ LANGUAGES: dict[str, Language] = {
         Language(
             "java",
             image="polyglot",
-            source_file=f"{MAIN}.java",
+            source_file="Main.java",
             compile=(
                 "javac",
                 *(f"-J{flag}" for flag in _JVM_FLAGS),
@@ -230,11 +230,10 @@ LANGUAGES: dict[str, Language] = {
                 "UTF-8",
                 "-cp",
                 JAVA_CLASSPATH,
-                f"{MAIN}.java",
+                "Main.java",
             ),
-            run=("java", *_JVM_FLAGS, "-Xss64m", "-ea", "-cp", JAVA_CLASSPATH, MAIN),
-            main=java_public_class,
-            description="Main.java (or the public class's name), assertions on (-ea)",
+            run=("java", *_JVM_FLAGS, "-Xss64m", "-ea", "-cp", JAVA_CLASSPATH, "Main"),
+            description="Main.java, class Main (as SandboxFusion), assertions on (-ea)",
         ),
         Language(
             "rust",

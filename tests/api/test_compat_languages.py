@@ -292,7 +292,8 @@ def test_php_without_its_opening_tag(service: Service) -> None:
     assert response.run_result.stdout == "no tag\n"
 
 
-def test_java_public_class_names_the_file(service: Service) -> None:
+def test_java_is_main_java(service: Service) -> None:
+    """As in SandboxFusion, the code is Main.java: another public class does not compile."""
     from sandbox_fusion import RunStatus
 
     code = (
@@ -301,8 +302,8 @@ def test_java_public_class_names_the_file(service: Service) -> None:
         "}\n"
     )
     response = fusion_run(service, code=code, language="java")
-    assert response.status == RunStatus.Success, response
-    assert response.run_result.stdout == "s\n"
+    assert response.status == RunStatus.Failed, response
+    assert "Solution.java" in response.compile_result.stderr, response
 
 
 # ------------------------------------------------------------------------ test-runner modes

@@ -79,13 +79,15 @@ def test_an_unknown_language_lists_the_known_ones() -> None:
         get_language("cobol")
 
 
-def test_java_file_and_class_follow_the_public_class() -> None:
-    java = get_language("java")
-    assert java.for_code("class A {}\n").source_file == "Main.java"
-    named = java.for_code("import x.y;\n\npublic final class Solution {\n}\n")
-    assert named.source_file == "Solution.java"
-    assert named.run[-1] == "Solution" and "-ea" in named.run
-    assert named.compile is not None and named.compile[-1] == "Solution.java"
+def test_java_is_main_but_junit_follows_the_public_class() -> None:
+    """As in SandboxFusion: java runs Main from Main.java; junit names the file after
+    the public class."""
+    code = "import x.y;\n\npublic final class SolutionTest {\n}\n"
+    java = get_language("java").for_code(code)
+    assert java.source_file == "Main.java" and java.run[-1] == "Main" and "-ea" in java.run
+    junit = get_language("junit")
+    assert junit.for_code(code).source_file == "SolutionTest.java"
+    assert junit.for_code("class A {}\n").source_file == "Main.java"
 
 
 def test_scala_main_object_is_the_one_with_main() -> None:
