@@ -460,3 +460,15 @@ def test_absolute_paths_are_refused_with_the_reason(service: Service, field: str
     assert response.status_code == 422, response.text
     message = response.json()["message"]
     assert "read-only" in message and "/workspace" in message, message
+
+
+def test_modes_are_for_run_code_not_the_judge(service: Service) -> None:
+    """The judge's tests are hidden; a mode whose code is the tests has no place there."""
+    body = {
+        "code": "def test_a():\n    pass\n",
+        "language": "pytest",
+        "tests": {"kind": "io", "cases": [{"expected_stdout": "1"}]},
+    }
+    response = requests.post(f"{service.url}/v1/judge", json=body, timeout=30)
+    assert response.status_code == 422, response.text
+    assert "test-runner mode" in response.json()["message"]
