@@ -472,3 +472,39 @@ def test_modes_are_for_run_code_not_the_judge(service: Service) -> None:
     response = requests.post(f"{service.url}/v1/judge", json=body, timeout=30)
     assert response.status_code == 422, response.text
     assert "test-runner mode" in response.json()["message"]
+
+
+# ------------------------------------------------------------------------ the same guarantees
+
+
+@pytest.mark.parametrize(
+    ("language", "code", "status"),
+    [
+        ("ruby", 's = "x" * 900_000_000\nputs s.size\n', "memory_limit"),
+        (
+            "ocaml",
+            "let () = let b = Bytes.make 900_000_000 (Char.chr 65) in print_int (Bytes.length b)\n",
+            "memory_limit",
+        ),
+        ("lua", 'while true do io.write(string.rep("y", 65536)) end\n', "output_limit"),
+        ("perl", 'print "$<\\n";\n', "ok"),
+        (
+            "racket",
+            "#lang racket/base\n(require ffi/unsafe)\n"
+            '(displayln ((get-ffi-obj "getuid" #f (_fun -> _int))))\n',
+            "ok",
+        ),
+    ],
+    ids=["ruby-memory", "ocaml-memory", "lua-output", "perl-uid", "racket-uid"],
+)
+def test_limits_and_uid_hold_in_added_languages(
+    service: Service, language: str, code: str, status: str
+) -> None:
+    response = requests.post(
+        f"{service.url}/v1/run", json={"language": language, "code": code}, timeout=120
+    )
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["status"] == status, result
+    if status == "ok":
+        assert result["stdout"] == "10001\n", result  # the sandbox uid
