@@ -166,11 +166,11 @@ class ExecutionService:
         self, request: RunRequest, *, tenant: str
     ) -> tuple[ExecResult | None, ExecResult | None]:
         """The build's result (compiled languages) and the run's (None if the build failed)."""
-        language = get_language(request.language)
+        language = get_language(request.language).for_code(request.code)
         policy = self.policy(request.policy)
         limits = exec_limits(policy, request.limits)
         env = {**sandbox_env(policy, request.env), **language.env}
-        files = self._files(request, language.source_file)
+        files = self._files(request, language)
         image = self.resolve_image(language.image)
         started = time.perf_counter()
         built: ExecResult | None = None
@@ -187,7 +187,8 @@ class ExecutionService:
                         stdin=request.stdin.encode(),
                         env=env,
                         files=files,
-                        fetch=request.fetch_files,
+                        fetch=[*request.fetch_files, *language.report_paths],
+                        channel=language.report == "pytest",
                         reset_after=True,
                     )
                     if ran.anomalous:
@@ -218,11 +219,16 @@ class ExecutionService:
         return built, ran
 
     @staticmethod
-    def _files(request: RunRequest, source_file: str) -> dict[str, bytes]:
+    def _files(request: RunRequest, language: Language) -> dict[str, bytes]:
         files = decode_files(request.files, request.files_base64)
-        if source_file in files:
+        if language.source_file in files:
             raise InvalidRequestError(
-                f"{source_file!r} holds the code itself; rename that extra file"
+                f"{language.source_file!r} holds the code itself; rename that extra file"
             )
-        files[source_file] = request.code.encode()
-        return files
+        for report in (*language.report_paths, *(path for path, _ in language.support_files)):
+            if report in files or report.split("/")[0] in files:
+                raise InvalidRequestError(
+                    f"{report!r} is {language.name}'s own (its test runner's report or a file "
+                    "the platform compiles with the code); rename that extra file"
+                )
+        return {**files, **language.files(request.code)}

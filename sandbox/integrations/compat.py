@@ -5,8 +5,13 @@
   ``compile_result`` / ``run_result``. Every field of SandboxFusion's request is
   accepted; ``args`` go on the program's command line. Timeouts and memory above
   the policy are lowered to the policy's (those clients always send their
-  defaults). A run the platform could not carry out is tried again; when it
-  still cannot (or the pool is saturated) the router answers 504 with
+  defaults); ``compile_timeout`` does not bound the builds SandboxFusion does
+  not have (``Language.own_build``: TypeScript, Kotlin scripts, jest).
+  Every language of :mod:`sandbox.languages` answers, by SandboxFusion's names;
+  in its test-runner modes (``pytest``, ``junit``, ``go_test``, ``jest``)
+  ``Success`` needs the runner's own report to show a pass (:mod:`.runner_reports`).
+  A run the platform could not carry out is tried again; when it still cannot (or
+  the pool is saturated) the router answers 504 with
   ``Retry-After``: the only status verl's client retries.
 - OpenRLHF's remote reward (``/get_reward``): ``query`` (prompt + response),
   ``prompts`` and ``labels`` in; ``rewards``, ``scores`` and ``extra_logs``
@@ -28,10 +33,11 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from sandbox.backends.base import WORKDIR
 from sandbox.core.execution import (
     MAX_ARGS,
     MAX_CODE_BYTES,
@@ -40,13 +46,16 @@ from sandbox.core.execution import (
     ExecutionService,
     RunRequest,
 )
-from sandbox.core.validation import RelativePath, dotted, lone_surrogate
+from sandbox.core.validation import check_relative_path, dotted, lone_surrogate
 from sandbox.errors import CapacityError, InfrastructureError, InvalidRequestError
 from sandbox.judge.batches import DEFAULT_CONCURRENCY
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
+from sandbox.languages import get_language
 from sandbox.policy import LimitOverrides
 from sandbox.policy.limits import MIN_MEMORY_MB, MIN_TIME_S
 from sandbox.results import ExecResult, ExecStatus
+
+from .runner_reports import report_problem
 
 INFRA_RETRIES = 2
 RETRY_DELAY_S = 1.0
@@ -54,6 +63,22 @@ MAX_RETRY_DELAY_S = 2.0
 GET_REWARD_CONCURRENCY = DEFAULT_CONCURRENCY
 UNJUDGED_RETRY_AFTER_S = 5.0
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
+
+
+def _workspace_path(path: str) -> str:
+    """SandboxFusion takes absolute ``files`` and ``fetch_files`` anywhere; here, only
+    the working directory is writable and fetched from: say so, with the fix."""
+    if path.startswith("/"):
+        raise InvalidRequestError(
+            f"file path {path[:80]!r} is absolute: SandboxFusion writes and fetches files "
+            "anywhere, but here the root file system is read-only and only the working "
+            f"directory ({WORKDIR}) is written and fetched; send the path relative to it "
+            f"(for example {path.lstrip('/')[:80]!r})"
+        )
+    return check_relative_path(path)
+
+
+WorkspacePath = Annotated[str, AfterValidator(_workspace_path)]
 
 
 class RunCodeRequest(BaseModel):
@@ -69,10 +94,14 @@ class RunCodeRequest(BaseModel):
     memory_limit_MB: int = Field(
         default=-1, description=f"0 or less: the policy's; else at least {MIN_MEMORY_MB}"
     )
-    files: dict[RelativePath, str | None] = Field(
-        default_factory=dict, description="path -> base64"
+    files: dict[WorkspacePath, str | None] = Field(
+        default_factory=dict, description="path (relative to the working directory) -> base64"
     )
-    fetch_files: list[RelativePath] = Field(default_factory=list, max_length=MAX_FETCH)
+    fetch_files: list[WorkspacePath] = Field(
+        default_factory=list,
+        max_length=MAX_FETCH,
+        description="Paths relative to the working directory (the only one fetched from).",
+    )
     args: list[str] = Field(
         default_factory=list,
         max_length=MAX_ARGS,
@@ -136,6 +165,7 @@ async def run_code(
     :class:`~sandbox.errors.CapacityError`. The router answers both with 504.
     """
     limits = service.policy(policy).resources
+    language = get_language(request.language)
     if 0 < request.memory_limit_MB < MIN_MEMORY_MB:
         raise InvalidRequestError(
             f"memory_limit_MB={request.memory_limit_MB} is below {MIN_MEMORY_MB}; send at least "
@@ -144,7 +174,11 @@ async def run_code(
     overrides = LimitOverrides(
         wall_time_s=min(request.run_timeout, limits.wall_time_s),
         cpu_time_s=min(request.run_timeout, limits.cpu_time_s),
-        compile_time_s=min(request.compile_timeout, limits.compile_time_s),
+        compile_time_s=(
+            limits.compile_time_s
+            if language.own_build
+            else min(request.compile_timeout, limits.compile_time_s)
+        ),
         memory_mb=(
             min(request.memory_limit_MB, limits.memory_mb) if request.memory_limit_MB > 0 else None
         ),
@@ -174,11 +208,18 @@ async def run_code(
     compile_result = _command_result(built) if built is not None else None
     run_result = _command_result(ran) if ran is not None else None
     ok = ran is not None and ran.status is ExecStatus.OK
+    problem = report_problem(language, ran) if ran is not None else None
+    fetched = {
+        path: data
+        for path, data in (ran.files if ran else {}).items()
+        if path in request.fetch_files or path not in language.report_paths
+    }
     return RunCodeResponse(
-        status="Success" if ok else "Failed",
+        status="Success" if ok and problem is None else "Failed",
+        message=problem or "",
         compile_result=compile_result,
         run_result=run_result,
-        files={path: _b64(data) for path, data in (ran.files if ran else {}).items()},
+        files={path: _b64(data) for path, data in fetched.items()},
     )
 
 

@@ -330,8 +330,13 @@ class Judge:
                 f"cannot reach; for {language.name} use io tests, with a `driver` that calls "
                 "the candidate's function and prints what it returned, or command tests"
             )
+        if language.report is not None:
+            raise InvalidRequestError(
+                f"{language.name!r} is a test-runner mode (the code is the tests), for "
+                "/run_code; judge a solution in its language with io or command tests"
+            )
         if isinstance(request.tests, CommandTests):
-            self._check_command_paths(request.tests, language)
+            self._check_command_paths(request.tests, language.for_code(request.code))
         if isinstance(request.tests, FunctionTests):
             for case in request.tests.cases:
                 from_json(case.args)
@@ -420,9 +425,7 @@ class Judge:
         env: dict[str, str],
     ) -> ExecResult | None:
         """Build the source; the compiler's result when it failed, else None."""
-        result = await build(
-            sandbox, language, {language.source_file: source.encode()}, limits, env
-        )
+        result = await build(sandbox, language, language.files(source), limits, env)
         return None if result.status is ExecStatus.OK else result
 
     async def _io(
@@ -438,15 +441,14 @@ class Judge:
     ) -> JudgeResult:
         names = [case.name or f"case {i}" for i, case in enumerate(tests.cases)]
         source = request.code if tests.driver is None else f"{request.code}\n{tests.driver}\n"
+        language = language.for_code(source)
         if language.compiled:
             failure = await self._compile(sandbox, language, source, limits, env)
             if failure is not None:
                 return self._compile_error(request, names, tests, failure, limits, started)
         case_limits = limits.model_copy(update={"wall_s": test_timeout})
         results: list[TestResult] = []
-        files: dict[str, bytes] | None = (
-            None if language.compiled else {language.source_file: source.encode()}
-        )
+        files: dict[str, bytes] | None = None if language.compiled else language.files(source)
         for index, case in enumerate(tests.cases):
             if request.early_stop and results and results[-1].verdict is not TestVerdict.PASSED:
                 results.append(
@@ -571,7 +573,8 @@ class Judge:
         for name in ("GOCACHE", "GOPATH"):  # the toolchain's caches, the judge's own
             if name in judge_env:
                 judge_env[name] = f"{JUDGE_DIR}/.{name.lower()}"
-        code = {language.source_file: request.code.encode()}
+        language = language.for_code(request.code)
+        code = language.files(request.code)
         isolated = tests.isolate_candidate
         if isolated and language.compiled:  # built where it runs: by and as the candidate
             failure = await self._compile(sandbox, language, request.code, limits, env)

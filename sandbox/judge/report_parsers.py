@@ -1,4 +1,5 @@
-"""Test runners' reports read on the trusted side: JUnit XML, ``go test -json`` and TAP.
+"""Test runners' reports read on the trusted side: JUnit XML, ``go test -json``, TAP and
+jest's ``--json`` report.
 
 Used by the judge's ``command`` tests. Every parser is bounded (report size, line
 length, number of tests) and says why a report is not complete evidence of a run
@@ -30,7 +31,7 @@ class ParsedReport:
 
 
 def parse_report(report_format: str, data: bytes) -> ParsedReport:
-    """Read a test runner's report (``junit``, ``go-json`` or ``tap``) on the trusted side.
+    """Read a test runner's report (``junit``, ``go-json``, ``tap`` or ``jest-json``) here.
 
     Bounded: at most :data:`MAX_REPORT_BYTES` and :data:`MAX_CASES` tests; XML with a
     DTD or entities is refused before parsing. ``problem`` says why a report is not
@@ -46,6 +47,8 @@ def parse_report(report_format: str, data: bytes) -> ParsedReport:
         parsed = _parse_junit(text)
     elif report_format == "go-json":
         parsed = _parse_go_json(text)
+    elif report_format == "jest-json":
+        parsed = _parse_jest_json(text)
     else:
         parsed = _parse_tap(text)
     if len(parsed.tests) > MAX_CASES:
@@ -264,3 +267,61 @@ def _tap_detail(results: list[TestResult], detail: list[str]) -> None:
     text = "\n".join(line for line in detail if line not in ("---", "..."))
     results[-1] = results[-1].model_copy(update={"message": text[:MESSAGE_CHARS] or None})
     detail.clear()
+
+
+_JEST_VERDICT = {
+    "passed": TestVerdict.PASSED,
+    "failed": TestVerdict.WRONG_ANSWER,
+    "pending": TestVerdict.SKIPPED,
+    "skipped": TestVerdict.SKIPPED,
+    "todo": TestVerdict.SKIPPED,
+    "disabled": TestVerdict.SKIPPED,
+}
+
+
+def _parse_jest_json(text: str) -> ParsedReport:
+    """jest's ``--json`` report: every test file's assertions, counts that add up, and a
+    file that failed to run (a syntax error, a throw at import) as a failed test."""
+    try:
+        report = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return ParsedReport(problem=f"it is not JSON ({exc})")
+    if not isinstance(report, dict) or not isinstance(report.get("testResults"), list):
+        return ParsedReport(problem="it is not a jest report (no testResults list)")
+    results: list[TestResult] = []
+    for suite in report["testResults"]:
+        if not isinstance(suite, dict) or not isinstance(suite.get("assertionResults"), list):
+            return ParsedReport(problem="a test file's entry has no assertionResults list")
+        assertions = suite["assertionResults"]
+        if suite.get("status") == "failed" and not assertions:
+            message = str(suite.get("message") or "the test file failed to run")
+            results.append(
+                TestResult(
+                    name=str(suite.get("name") or "?")[:MESSAGE_CHARS],
+                    verdict=TestVerdict.RUNTIME_ERROR,
+                    message=message[:MESSAGE_CHARS],
+                )
+            )
+        for entry in assertions:
+            if not isinstance(entry, dict) or entry.get("status") not in _JEST_VERDICT:
+                return ParsedReport(problem=f"an assertion with no known status: {entry!r:.80}")
+            failures = entry.get("failureMessages") or []
+            name = entry.get("fullName") or entry.get("title") or "?"
+            duration = _float(entry.get("duration"))
+            results.append(
+                TestResult(
+                    name=str(name)[:MESSAGE_CHARS],
+                    verdict=_JEST_VERDICT[entry["status"]],
+                    time_s=duration / 1000 if duration is not None else None,
+                    message="\n".join(map(str, failures))[:MESSAGE_CHARS] or None,
+                )
+            )
+        if len(results) > MAX_CASES:
+            return ParsedReport(problem=f"it lists more than {MAX_CASES} tests")
+    counted = sum(1 for suite in report["testResults"] for _ in suite["assertionResults"])
+    total = report.get("numTotalTests")
+    if not isinstance(total, int) or total != counted:
+        return ParsedReport(
+            problem=f"numTotalTests={total!r} but it lists {counted} tests (an incomplete report)"
+        )
+    return ParsedReport(tests=results)
