@@ -48,7 +48,7 @@ from .config import AgentConfig, TrainConfig
 from .grpo import clipped_policy_loss, masked_group_advantages
 from .model import CharTokenizer, build, sequence_logprobs
 from .rollouts import EpisodeEnv, EpisodeSample, ModelPolicy
-from .trainer import History
+from .trainer import History, grpo_updates
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +102,7 @@ class AgentTrainer:
         self._queue: queue.Queue[AgentBatch] = queue.Queue(maxsize=self.agent.max_staleness + 1)
         self._producer: threading.Thread | None = None
         self._producer_error: BaseException | None = None
+        self._order: list[Any] = []
         self.env = EpisodeEnv(config.sandbox, self.agent, self.tokenizer)
         try:
             self.train_tasks = self.env.upload(self.agent.tasks)
@@ -125,11 +126,18 @@ class AgentTrainer:
     def play(self, model: torch.nn.Module, version: int) -> AgentBatch:
         """One training batch: ``prompts_per_step`` tasks, ``group_size`` episodes each."""
         grpo = self.config.grpo
-        picked = self.random.choices(self.train_tasks, k=grpo.prompts_per_step)
+        picked = [self._next_task() for _ in range(grpo.prompts_per_step)]
         refs = [task.ref for task in picked for _ in range(grpo.group_size)]
         started = time.monotonic()
         samples = self.env.run(refs, self.policy(model), version=version)
         return AgentBatch(samples, version, time.monotonic() - started, 0.0)
+
+    def _next_task(self) -> Any:
+        """The training tasks in turn, reshuffled after each pass (every task as often)."""
+        if not self._order:
+            self._order = list(self.train_tasks)
+            self.random.shuffle(self._order)
+        return self._order.pop()
 
     def _produce(self) -> None:
         """The generation thread: batch ``i`` starts once training is at ``i - max_staleness``."""
@@ -181,32 +189,12 @@ class AgentTrainer:
         grpo = self.config.grpo
         size = grpo.group_size
         groups = [batch.samples[g : g + size] for g in range(0, len(batch.samples), size)]
-        judged_total = sum(s.reward is not None for s in batch.samples)
-        stats = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
-        if judged_total == 0:
-            return stats
-        advantages = [
-            masked_group_advantages([s.reward for s in g], scale=grpo.scale_rewards) for g in groups
+        parts = [
+            (g, *masked_group_advantages([s.reward for s in g], scale=grpo.scale_rewards))
+            for g in groups
         ]
-        self.model.train()
-        for _ in range(grpo.updates_per_batch):
-            self.optimizer.zero_grad()
-            total = torch.zeros(())
-            stats = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
-            for group, (group_advantage, keep) in zip(groups, advantages, strict=True):
-                if not bool(keep.any()):
-                    continue
-                loss, info = self.group_loss(group, group_advantage, keep)
-                weight = float(keep.sum()) / judged_total
-                total = total + loss * weight
-                stats["kl"] += info["kl"] * weight
-                stats["clip_fraction"] += info["clip_fraction"] * weight
-            total.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), grpo.max_grad_norm)
-            with self._cond:  # the generation thread copies weights under the same lock
-                self.optimizer.step()
-            stats["loss"] = float(total.detach())
-        return stats
+        # The generation thread copies the weights under the same lock.
+        return grpo_updates(self.model, self.optimizer, grpo, parts, self.group_loss, self._cond)
 
     def group_loss(
         self, group: list[EpisodeSample], advantages: torch.Tensor, keep: torch.Tensor
@@ -383,7 +371,7 @@ class AgentTrainer:
             "pass_rate": sum(1 for r in judged if r >= 1.0) / len(judged) if judged else None,
             "episodes": len(samples),
             "dropped_infra": len(samples) - len(judged),
-            "turns_mean": sum(len(s.calls) for s in samples) / len(samples),
+            "calls_mean": sum(len(s.calls) for s in samples) / len(samples),
             "tool_calls": sum(len(s.observations) for s in samples),
             "policy_tokens_mean": sum(s.policy_tokens for s in samples) / len(samples),
             **stats,

@@ -158,83 +158,81 @@ def test_observations_are_truncated_blanked_and_budgets_end_episodes(
     assert len(tokens.tokens) <= 120 and tokens.done
 
 
+@pytest.fixture(scope="module")
+def trainer(
+    service: Service, tasks: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AgentTrainer]:
+    agent_trainer = AgentTrainer(_config(service, tasks, tmp_path_factory.mktemp("agent")))
+    try:
+        yield agent_trainer
+    finally:
+        agent_trainer.close()
+
+
+def _scripted(trainer: AgentTrainer, refs: list[str], script: list[str]) -> list[EpisodeSample]:
+    assert isinstance(trainer.tokenizer, CharTokenizer)
+    return trainer.env.run(refs, ScriptedPolicy(trainer.tokenizer, script), version=0)
+
+
 def test_a_failed_episode_is_dropped_and_the_loss_is_as_if_it_never_ran(
-    service: Service, tasks: Path, tmp_path: Path
+    trainer: AgentTrainer,
 ) -> None:
-    trainer = AgentTrainer(_config(service, tasks, tmp_path, model={"n_positions": 128}))
+    ref = trainer.train_tasks[0].ref
+    missing = "upload:" + "0" * 64
+    good, bad = _scripted(trainer, [ref, missing], ["< v\n", "> a 4\n"])
+    assert good.reward == 1.0 and bad.reward is None and "could not open" in (bad.error or "")
+    assert trainer.env.live == set()
+    (wrong,) = _scripted(trainer, [ref], ["< v\n", "> a 1\n"])
+    samples = [good, wrong]
+    for sample in samples:  # the logprobs the current model would have sampled with
+        logprobs, _, _ = trainer.token_logprobs(trainer.model, [sample])
+        sample.logprobs = [0.0, *logprobs[0].tolist()]
+
+    def gradient(group: list[EpisodeSample]) -> torch.Tensor:
+        trainer.model.zero_grad()
+        trainer.optimizer.zero_grad()
+        from sandbox.rl.grpo import masked_group_advantages
+
+        loss, _ = trainer.group_loss(group, *masked_group_advantages([s.reward for s in group]))
+        loss.backward()
+        return torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+
+    with_dropped = gradient([samples[0], bad, samples[1]])
+    alone = gradient(samples)
+    assert alone.abs().max() > 0 and torch.allclose(with_dropped, alone, atol=1e-7)
+    bad.reward = 0.0  # scored 0 instead, it would have moved the update
+    assert not torch.allclose(gradient([samples[0], bad, samples[1]]), alone, atol=1e-4)
+
+
+def test_observation_tokens_get_exactly_zero_gradient(trainer: AgentTrainer) -> None:
+    ref = trainer.train_tasks[0].ref
+    (sample,) = _scripted(trainer, [ref], ["$ cat v\n", "> a 4\n"])
+    assert sample.reward == 1.0
+    # The model's own sampling: its recorded log-probs are the PPO ratio's denominator.
+    (played,) = trainer.env.run([ref], trainer.policy(trainer.model), version=0)
+    now, old, mask = trainer.token_logprobs(trainer.model, [played])
+    assert mask.sum() > 0 and torch.allclose(now * mask, old * mask, atol=1e-5)
+
+    captured: list[torch.Tensor] = []
+
+    def keep(_module: Any, _inputs: Any, output: torch.Tensor) -> None:
+        output.retain_grad()
+        captured.append(output)
+
+    hook = trainer.model.lm_head.register_forward_hook(keep)
     try:
-        assert isinstance(trainer.tokenizer, CharTokenizer)
-        ref = trainer.train_tasks[0].ref
-        missing = "upload:" + "0" * 64
-        script = ["< v\n", "> a 4\n"]
-        good, bad = trainer.env.run(
-            [ref, missing], ScriptedPolicy(trainer.tokenizer, script), version=0
-        )
-        assert good.reward == 1.0 and bad.reward is None and "could not open" in (bad.error or "")
-        assert trainer.env.live == set()
-        wrong = trainer.env.run(
-            [ref], ScriptedPolicy(trainer.tokenizer, ["< v\n", "> a 1\n"]), version=0
-        )
-        samples = [good, wrong[0]]
-        for sample in samples:  # the logprobs the current model would have sampled with
-            logprobs, _, _ = trainer.token_logprobs(trainer.model, [sample])
-            sample.logprobs = [0.0, *logprobs[0].tolist()]
-
-        def gradient(group: list[EpisodeSample]) -> torch.Tensor:
-            trainer.model.zero_grad()
-            trainer.optimizer.zero_grad()
-            from sandbox.rl.grpo import masked_group_advantages
-
-            loss, _ = trainer.group_loss(group, *masked_group_advantages([s.reward for s in group]))
-            loss.backward()
-            return torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
-
-        with_dropped = gradient([samples[0], bad, samples[1]])
-        alone = gradient(samples)
-        assert alone.abs().max() > 0 and torch.allclose(with_dropped, alone, atol=1e-7)
-        bad.reward = 0.0  # scored 0 instead, it would have moved the update
-        assert not torch.allclose(gradient([samples[0], bad, samples[1]]), alone, atol=1e-4)
+        logprobs, _, mask = trainer.token_logprobs(trainer.model, [sample])
+        loss = -(logprobs * mask).sum()
+        loss.backward()
     finally:
-        trainer.close()
-
-
-def test_observation_tokens_get_exactly_zero_gradient(
-    service: Service, tasks: Path, tmp_path: Path
-) -> None:
-    trainer = AgentTrainer(_config(service, tasks, tmp_path, model={"n_positions": 128}))
-    try:
-        assert isinstance(trainer.tokenizer, CharTokenizer)
-        ref = trainer.train_tasks[0].ref
-        script = ["$ cat v\n", "> a 4\n"]
-        (sample,) = trainer.env.run([ref], ScriptedPolicy(trainer.tokenizer, script), version=0)
-        assert sample.reward == 1.0
-        # The model's own sampling: its recorded log-probs are the PPO ratio's denominator.
-        (played,) = trainer.env.run([ref], trainer.policy(trainer.model), version=0)
-        now, old, mask = trainer.token_logprobs(trainer.model, [played])
-        assert mask.sum() > 0 and torch.allclose(now * mask, old * mask, atol=1e-5)
-
-        captured: list[torch.Tensor] = []
-
-        def keep(_module: Any, _inputs: Any, output: torch.Tensor) -> None:
-            output.retain_grad()
-            captured.append(output)
-
-        hook = trainer.model.lm_head.register_forward_hook(keep)
-        try:
-            logprobs, _, mask = trainer.token_logprobs(trainer.model, [sample])
-            loss = -(logprobs * mask).sum()
-            loss.backward()
-        finally:
-            hook.remove()
-        grad = captured[0].grad[0]  # (positions, vocab): position i predicts token i + 1
-        targets = sample.policy_mask[1:]
-        observed = [i for i, m in enumerate(targets) if not m]
-        policy = [i for i, m in enumerate(targets) if m]
-        assert len(observed) > 20 and len(policy) == len("$ cat v\n> a 4\n")
-        assert all(bool((grad[i] == 0).all()) for i in observed)
-        assert all(float(grad[i].abs().sum()) > 0 for i in policy)
-    finally:
-        trainer.close()
+        hook.remove()
+    grad = captured[0].grad[0]  # (positions, vocab): position i predicts token i + 1
+    targets = sample.policy_mask[1:]
+    observed = [i for i, m in enumerate(targets) if not m]
+    policy = [i for i, m in enumerate(targets) if m]
+    assert len(observed) > 20 and len(policy) == len("$ cat v\n> a 4\n")
+    assert all(bool((grad[i] == 0).all()) for i in observed)
+    assert all(float(grad[i].abs().sum()) > 0 for i in policy)
 
 
 def test_episodes_are_closed_when_a_batch_is_cancelled(env: EpisodeEnv, tasks: Path) -> None:
