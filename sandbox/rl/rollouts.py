@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 FAILURES = (SandboxError, httpx.HTTPError)
 CLOSE_TRIES = 3
+CLOSE_WAIT_S = 30.0
 
 
 class Policy(Protocol):
@@ -164,11 +166,15 @@ class EpisodeEnv:
         return self._loop.call(self._run(list(tasks), policy, version))
 
     def cancel(self) -> None:
-        """Cancel the batches being played (their episodes are closed before this returns)."""
+        """Cancel the batches being played; return once their episodes are closed (or
+        after :data:`CLOSE_WAIT_S`: the service reaps what is left)."""
         self._loop.cancel_all()
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        while self.live and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def close(self) -> None:
-        self._loop.cancel_all()
+        self.cancel()
         self._loop.call(self._client.aclose())
         self._loop.close()
 

@@ -292,7 +292,12 @@ def test_generation_runs_ahead_of_training_no_further_than_max_staleness(
 
     def slow_update(batch: AgentBatch) -> dict[str, float]:
         trained.append(batch)
-        time.sleep(2.0)  # a slow trainer: generation gets as far ahead as it may
+        # A slow trainer: wait until generation has got as far ahead as it may (the
+        # next `bound` batches played and queued), and a little longer.
+        deadline = time.monotonic() + 120
+        while trainer._queue.qsize() < bound and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
         return update(batch)
 
     trainer.update = slow_update  # type: ignore[method-assign]
@@ -310,7 +315,7 @@ def test_generation_runs_ahead_of_training_no_further_than_max_staleness(
         assert {s.version for s in batch.samples} == {batch.version}
         assert {s.staleness for s in batch.samples} == {index - batch.version}
     if bound == 0:
-        assert all(m["gen_wait_s"] >= 1.5 for m in steps[1:])  # generation waited for training
+        assert all(m["gen_wait_s"] >= 0.9 for m in steps[1:])  # generation waited for training
     assert all(m["train_wait_s"] >= 0 and m["gen_wait_s"] >= 0 for m in steps)
     assert "held_out_pass_rate" in history.metrics[-1]
     assert trainer.env.live == set()
