@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
 def _service() -> Iterator[ServiceProcess]:
     service = ServiceProcess()
     print(f"starting the sandbox service at {service.url} (log: {service.log_path})")
+    # A terminated run still stops the service it started (SIGTERM becomes SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         service.wait_ready()
         yield service

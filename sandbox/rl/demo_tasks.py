@@ -2,9 +2,9 @@
 
 Every task's workspace holds ``v`` (one digit, different per task) and the
 same instruction; the hidden test passes when the agent's ``a`` holds
-``(v + 1) mod n`` (``n``: 4 in the demo). The test reads the agent's file through ``agent-run``
-(command tests cannot read the agent's workspace directly) and compares it
-with its own copy of ``v`` in ``tests/``. Nothing in the prompt tells the
+``(v + 1) mod n`` (``n``: 3 in the demo). The test reads the agent's file
+through ``agent-run`` (command tests cannot read the agent's workspace
+directly) and compares it with its own copy of ``v`` in ``tests/``. Nothing in the prompt tells the
 tasks apart: only an observation of ``v`` does.
 
 ``python -m sandbox.rl.demo_tasks OUT [N]`` writes ``OUT/train/v0..`` and
@@ -16,8 +16,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-DEMO_MODULUS = 4
-"""The demo's values: 0..3 (ten were not learnable in its time budget; see the README)."""
+DEMO_MODULUS = 3
+"""The demo's values: 0..2 (ten were not learnable in its time budget; see the README)."""
 
 TASK_YAML = """\
 instruction: "The file v holds a digit d. Write (d + 1) mod {modulus} to the file a."
