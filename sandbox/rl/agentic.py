@@ -32,7 +32,6 @@ of the held-out tasks, ``eval_samples`` each).
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import queue
 import random
@@ -48,7 +47,7 @@ from .config import AgentConfig, TrainConfig
 from .grpo import clipped_policy_loss, masked_group_advantages
 from .model import CharTokenizer, build, sequence_logprobs
 from .rollouts import EpisodeEnv, EpisodeSample, ModelPolicy
-from .trainer import History, grpo_updates
+from .trainer import History, grpo_updates, metrics_log
 
 logger = logging.getLogger(__name__)
 
@@ -277,15 +276,7 @@ class AgentTrainer:
         """
         total_steps = steps or self.config.steps
         started = time.monotonic()
-        with (self.out / "metrics.jsonl").open("w") as log:
-
-            def emit(record: dict[str, Any]) -> None:
-                self.history.metrics.append(record)
-                log.write(json.dumps(record) + "\n")
-                log.flush()
-                if self.progress is not None:
-                    self.progress(record)
-
+        with metrics_log(self.out, self.history, self.progress) as emit:
             emit({"step": 0, "version": 0, "elapsed_s": 0.0} | self._evaluate())
             self._stop.clear()
             self._producer = threading.Thread(target=self._produce, name="generation", daemon=True)

@@ -20,7 +20,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +90,23 @@ def grpo_updates(
             optimizer.step()
         stats["loss"] = float(total.detach())
     return stats
+
+
+@contextlib.contextmanager
+def metrics_log(
+    out: Path, history: History, progress: Callable[[dict[str, Any]], None] | None
+) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """``emit(record)``: one line of ``out/metrics.jsonl``, kept in ``history`` and shown."""
+    with (out / "metrics.jsonl").open("w") as log:
+
+        def emit(record: dict[str, Any]) -> None:
+            history.metrics.append(record)
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            if progress is not None:
+                progress(record)
+
+        yield emit
 
 
 @dataclass
@@ -277,15 +294,7 @@ class Trainer:
         total_steps = steps or self.config.steps
         grpo = self.config.grpo
         started = time.monotonic()
-        with (self.out / "metrics.jsonl").open("w") as log:
-
-            def emit(record: dict[str, Any]) -> None:
-                self.history.metrics.append(record)
-                log.write(json.dumps(record) + "\n")
-                log.flush()
-                if self.progress is not None:
-                    self.progress(record)
-
+        with metrics_log(self.out, self.history, self.progress) as emit:
             emit({"step": 0} | self._evaluate_and_maybe_roll_back(0))
             pending = self.generate(
                 self.train_mix.sample(grpo.prompts_per_step), group_size=grpo.group_size
