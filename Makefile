@@ -9,7 +9,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup python-venv venv harbor-venv openenv-venv engine images up test demo bench clean
+.PHONY: setup python-venv venv harbor-venv openenv-venv engine images up test demo demo-agent \
+	demo-agent-control bench clean
 
 setup: venv harbor-venv openenv-venv engine images
 
@@ -113,6 +114,19 @@ test: setup
 # Trains the tiny model on sandbox rewards; starts a service for the run if none answers.
 demo: venv engine images
 	$(BIN)/sandbox train sandbox/rl/configs/demo.yaml --start-service
+
+# Multi-turn GRPO on episodes (sandbox/rl/configs/demo-agent.yaml), and its control run with
+# the observations blanked (exit 1, "below target", is its expected outcome).
+demo-agent: venv engine images
+	$(BIN)/python -m sandbox.rl.demo_tasks runs/demo-agent/tasks
+	$(BIN)/sandbox train sandbox/rl/configs/demo-agent.yaml --start-service
+
+demo-agent-control: venv engine images
+	$(BIN)/python -m sandbox.rl.demo_tasks runs/demo-agent/tasks
+	$(BIN)/sandbox train sandbox/rl/configs/demo-agent.yaml --start-service \
+	    --blank-observations --out runs/demo-agent-control || [ $$? -eq 1 ]
+	$(BIN)/python -m sandbox.rl.plots runs/demo-agent/held-out.png \
+	    demo runs/demo-agent/metrics.jsonl control runs/demo-agent-control/metrics.jsonl
 
 bench: venv engine images
 	$(BIN)/python bench/run_all.py

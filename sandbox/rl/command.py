@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="if the service does not answer at the URL, start one (on a free port) for the run",
     )
+    train.add_argument(
+        "--blank-observations",
+        action="store_true",
+        help="the control run of an agent config: the policy sees blanks for what came back",
+    )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.set_defaults(handler=run)
 
@@ -59,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
         config = config.model_copy(
             update={"steps": args.steps or config.steps, "out_dir": args.out or config.out_dir}
         )
+    if args.blank_observations:
+        if config.agent is None:
+            raise InvalidRequestError("--blank-observations needs a config with `agent`")
+        agent = config.agent.model_copy(update={"blank_observations": True})
+        config = config.model_copy(update={"agent": agent})
     if args.url is not None:
         url = None if args.url == "local" else args.url
         config = config.model_copy(
@@ -77,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
 def _service() -> Iterator[ServiceProcess]:
     service = ServiceProcess()
     print(f"starting the sandbox service at {service.url} (log: {service.log_path})")
+    # A terminated run still stops the service it started (SIGTERM becomes SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         service.wait_ready()
         yield service
@@ -87,6 +100,7 @@ def _service() -> Iterator[ServiceProcess]:
 def _train(config: TrainConfig, quiet: bool) -> int:
     from tqdm import tqdm
 
+    from .agentic import AgentTrainer
     from .plots import plot_run
     from .trainer import Trainer
 
@@ -104,7 +118,11 @@ def _train(config: TrainConfig, quiet: bool) -> int:
         }
         bar.set_postfix({k: f"{v:.2f}" for k, v in shown.items() if v is not None})
 
-    trainer = Trainer(config, progress=progress)
+    trainer = (
+        AgentTrainer(config, progress=progress)
+        if config.agent is not None
+        else Trainer(config, progress=progress)
+    )
     try:
         history = trainer.train()
     finally:
@@ -117,7 +135,7 @@ def _train(config: TrainConfig, quiet: bool) -> int:
     print(f"plot: {plot}")
     print(
         f"rollbacks: {len(history.rollbacks)}; held-out pass rate at step 0: "
-        f"{first['held_out_pass_rate']:.3f}"
+        f"{first['held_out_pass_rate']:.3f}; wall {history.metrics[-1].get('elapsed_s', '-')} s"
     )
     print(f"final held-out pass rate: {last['held_out_pass_rate']:.3f} (step {last['step']})")
     target = config.target_pass_rate

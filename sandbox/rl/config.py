@@ -79,12 +79,71 @@ class SandboxConfig(_Model):
     concurrency: int = Field(default=64, ge=1, le=1024)
 
 
+class AgentConfig(_Model):
+    """Multi-turn episodes of evaluator tasks (:mod:`sandbox.rl.agentic`).
+
+    A rollout is an episode: the policy's turns are parsed into tool calls
+    (``tool_format``), run in the episode's sandbox session, and the
+    observations appended to its context, until it finishes or a budget ends
+    it; the task's hidden tests give the reward.
+    """
+
+    tasks: list[Path] = Field(
+        min_length=1,
+        max_length=256,
+        description="Task directories (any format load_task reads), or directories of them.",
+    )
+    held_out: list[Path] = Field(
+        min_length=1, max_length=256, description="Tasks only evaluated on, never trained on."
+    )
+    tool_format: Literal["lines", "json"] = "lines"
+    prompt: str = Field(
+        default="{instruction}\n",
+        description="The episode's first text; `{instruction}` is the task's instruction.",
+    )
+    turn_prefixes: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Text written before turn i's policy tokens (the last repeats; none "
+        "if empty): a template, like a chat template's assistant header, not trained on.",
+    )
+    opening: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Tool calls (in tool_format) run when an episode opens, before the "
+        "policy's first turn: their text and observations start the context, not trained on.",
+    )
+    max_turns: int = Field(default=4, ge=1, le=256)
+    max_turn_tokens: int = Field(default=32, ge=1, le=8192)
+    max_tokens: int = Field(
+        default=256, ge=8, le=131072, description="The whole episode's context, in tokens."
+    )
+    max_output_chars: int = Field(
+        default=256, ge=16, le=1 << 20, description="Caps each observation (per stream)."
+    )
+    episode_timeout_s: float | None = Field(default=None, gt=0, le=3600)
+    blank_observations: bool = Field(
+        default=False,
+        description="The control run: every observation's characters become spaces "
+        "(same length; line breaks kept), so the policy never learns what came back.",
+    )
+    max_staleness: int = Field(
+        default=1,
+        ge=0,
+        le=64,
+        description="How many policy versions generation may run ahead of training.",
+    )
+
+
 class TrainConfig(_Model):
     """Everything ``sandbox train`` needs."""
 
     model: ModelConfig = ModelConfig()
-    domains: list[DomainConfig] = Field(min_length=1, max_length=64)
-    held_out: list[DomainConfig] = Field(min_length=1, max_length=64)
+    domains: list[DomainConfig] = Field(default_factory=list, max_length=64)
+    held_out: list[DomainConfig] = Field(default_factory=list, max_length=64)
+    agent: AgentConfig | None = Field(
+        default=None, description="Train on multi-turn episodes of tasks instead of domains."
+    )
     grpo: GrpoConfig = GrpoConfig()
     sandbox: SandboxConfig = SandboxConfig()
     steps: int = Field(default=200, ge=1, le=10_000_000)
@@ -105,6 +164,22 @@ class TrainConfig(_Model):
     time_budget_s: float | None = Field(
         default=None, gt=0, description="Stop (after a last evaluation) once this has passed."
     )
+
+    @model_validator(mode="after")
+    def _what_to_train_on(self) -> TrainConfig:
+        if self.agent is None and not (self.domains and self.held_out):
+            raise ValueError("set `domains` and `held_out` (single-turn), or `agent` (episodes)")
+        if self.agent is not None:
+            if self.domains or self.held_out:
+                raise ValueError("`agent` trains on its tasks: leave out `domains`/`held_out`")
+            if self.sandbox.url is None:
+                raise ValueError("episodes run through the service: set `sandbox.url`")
+            if self.model.kind == "tiny-gpt2" and self.agent.max_tokens > self.model.n_positions:
+                raise ValueError(
+                    f"agent.max_tokens ({self.agent.max_tokens}) is more than the model's "
+                    f"n_positions ({self.model.n_positions})"
+                )
+        return self
 
 
 def load_config(path: str | Path) -> TrainConfig:

@@ -25,6 +25,8 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str) -> list[int]: ...
 
+    def encode_piece(self, text: str) -> list[int]: ...
+
     def decode(self, ids: list[int]) -> str: ...
 
 
@@ -47,6 +49,11 @@ class CharTokenizer:
             raise ValueError(f"characters {unknown} are not in the model's charset")
         return [self.bos_id] + [self.ids[char] for char in text]
 
+    def encode_piece(self, text: str) -> list[int]:
+        """A continuation (no BOS); characters outside the charset are dropped, not refused
+        (an observation may hold anything)."""
+        return [self.ids[char] for char in text if char in self.ids]
+
     def decode(self, ids: list[int]) -> str:
         return "".join(self.chars[i - 3] for i in ids if i >= 3)
 
@@ -61,6 +68,9 @@ class PretrainedTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return list(self.inner.encode(text))
+
+    def encode_piece(self, text: str) -> list[int]:
+        return list(self.inner.encode(text, add_special_tokens=False))
 
     def decode(self, ids: list[int]) -> str:
         return str(self.inner.decode(ids, skip_special_tokens=True))
@@ -170,3 +180,87 @@ def completion_logprobs(
     logprobs = torch.log_softmax(logits, dim=-1)
     targets = inputs[:, len(rollout.prompt_ids) :]
     return logprobs.gather(2, targets.unsqueeze(2)).squeeze(2), mask
+
+
+@torch.no_grad()
+def sample_turns(
+    model: torch.nn.Module,
+    contexts: list[list[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    pad_id: int,
+    stop_ids: frozenset[int],
+    banned_ids: frozenset[int] = frozenset(),
+) -> list[tuple[list[int], list[float]]]:
+    """One turn for each context (of any lengths, batched): its tokens and their log-probs.
+
+    Contexts are left-padded, with positions counted from each one's first real
+    token, so a row samples as it would alone. A row stops after a token in
+    ``stop_ids``; ``banned_ids`` (PAD, BOS) are never sampled. The log-probs are
+    the sampling policy's (at ``temperature``): the PPO ratio's denominator.
+    """
+    model.eval()
+    width = max(len(c) for c in contexts)
+    inputs = torch.tensor([[pad_id] * (width - len(c)) + c for c in contexts])
+    attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts])
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    banned = torch.tensor(sorted(banned_ids), dtype=torch.long)
+    stops = torch.tensor(sorted(stop_ids) or [-1])
+    finished = torch.zeros(len(contexts), dtype=torch.bool)
+    chosen: list[torch.Tensor] = []
+    chosen_logprobs: list[torch.Tensor] = []
+    past = None
+    step_input = inputs
+    for _ in range(max_new_tokens):
+        out = model(
+            input_ids=step_input,
+            attention_mask=attention,
+            position_ids=positions,
+            cache=past,
+            use_cache=True,
+        )
+        past = out.cache
+        logits = out.logits[:, -1, :] / temperature
+        if len(banned):
+            logits[:, banned] = float("-inf")
+        logprobs = torch.log_softmax(logits, dim=-1)
+        token = torch.multinomial(logprobs.exp(), 1).squeeze(1)
+        chosen.append(token)
+        chosen_logprobs.append(logprobs.gather(1, token.unsqueeze(1)).squeeze(1))
+        finished |= torch.isin(token, stops)
+        if bool(finished.all()):
+            break
+        step_input = token.unsqueeze(1)
+        attention = torch.cat([attention, torch.ones_like(step_input)], dim=1)
+        positions = positions[:, -1:] + 1
+    ids = torch.stack(chosen, dim=1).tolist()
+    lps = torch.stack(chosen_logprobs, dim=1).tolist()
+    turns = []
+    for row, lp in zip(ids, lps, strict=True):
+        cut = next((i + 1 for i, t in enumerate(row) if t in stop_ids), len(row))
+        turns.append((row[:cut], lp[:cut]))
+    return turns
+
+
+def sequence_logprobs(
+    model: torch.nn.Module,
+    sequences: list[list[int]],
+    pad_id: int,
+    temperature: float,
+    banned_ids: frozenset[int] = frozenset(),
+) -> torch.Tensor:
+    """Log-probabilities (with grad) of tokens ``1..`` of each sequence under ``model``.
+
+    Shape (batch, longest - 1), right-padded (padding's values are meaningless:
+    mask them). Logits are divided by the sampling ``temperature`` and ``banned_ids``
+    excluded, exactly as in :func:`sample_turns`: an unchanged model's ratio is 1.
+    """
+    width = max(len(s) for s in sequences)
+    inputs = torch.tensor([s + [pad_id] * (width - len(s)) for s in sequences])
+    attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences])
+    logits = model(input_ids=inputs, attention_mask=attention).logits[:, :-1, :] / temperature
+    if banned_ids:
+        logits = logits.index_fill(2, torch.tensor(sorted(banned_ids)), float("-inf"))
+    logprobs = torch.log_softmax(logits, dim=-1)
+    return logprobs.gather(2, inputs[:, 1:].unsqueeze(2)).squeeze(2)

@@ -61,3 +61,39 @@ def plot_run(metrics: Path, out: Path) -> Path:
     figure.savefig(out, dpi=90)
     plt.close(figure)
     return out
+
+
+def plot_held_out(runs: dict[str, Path], out: Path) -> Path:
+    """The held-out pass rate of several runs (label -> ``metrics.jsonl``) against wall time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    for label, metrics in runs.items():
+        points = [
+            (r.get("elapsed_s", 0.0) / 60, r["held_out_pass_rate"])
+            for r in read_metrics(metrics)
+            if "held_out_pass_rate" in r
+        ]
+        axis.plot(*zip(*points, strict=True), marker="o", label=label)
+    axis.set_ylim(-0.02, 1.02)
+    axis.set_xlabel("wall time (min)")
+    axis.set_ylabel("held-out pass rate")
+    axis.legend(loc="center right")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=90)
+    plt.close(figure)
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) < 4 or len(sys.argv) % 2:
+        sys.exit("usage: python -m sandbox.rl.plots OUT.png LABEL METRICS [LABEL METRICS ...]")
+    pairs = sys.argv[2:]
+    print(
+        plot_held_out(dict(zip(pairs[::2], map(Path, pairs[1::2]), strict=True)), Path(sys.argv[1]))
+    )

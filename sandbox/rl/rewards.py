@@ -15,7 +15,6 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from sandbox.judge.judge import JudgeRequest
 from ..client import AsyncSandboxClient
 from ..errors import SandboxError
 from .config import SandboxConfig
+from .loop import BackgroundLoop
 
 if TYPE_CHECKING:
     from sandbox.service.platform import Platform
@@ -51,15 +51,10 @@ class SandboxRewards:
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="rewards", daemon=True)
-        self._thread.start()
+        self._loop = BackgroundLoop("rewards")
         self._client: AsyncSandboxClient | None = None
         self._platform: Platform | None = None
-        self._call(self._open())
-
-    def _call(self, coro: object) -> object:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
+        self._loop.call(self._open())
 
     async def _open(self) -> None:
         if self.config.url:
@@ -73,7 +68,7 @@ class SandboxRewards:
 
     def submit(self, requests: Sequence[JudgeRequest]) -> concurrent.futures.Future[Verdicts]:
         """Start judging ``requests``; the future resolves to their rewards, in order."""
-        return asyncio.run_coroutine_threadsafe(self._judge(list(requests)), self._loop)
+        return self._loop.submit(self._judge(list(requests)))
 
     async def _judge(self, requests: list[JudgeRequest]) -> Verdicts:
         started = time.monotonic()
@@ -115,6 +110,5 @@ class SandboxRewards:
             if self._platform is not None:
                 await self._platform.close()
 
-        self._call(shut())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        self._loop.call(shut())
+        self._loop.close()

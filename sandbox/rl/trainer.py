@@ -14,21 +14,23 @@ sandbox), checkpoints to ``checkpoints/``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from ..errors import InfrastructureError
 from ..evals.compare import stratified_test
-from .config import TrainConfig
+from .config import GrpoConfig, TrainConfig
 from .grpo import clipped_policy_loss, masked_group_advantages
 from .model import Rollout, build, completion_logprobs, sample_group
 from .rewards import SandboxRewards, Verdicts
@@ -46,6 +48,65 @@ class Batch:
     texts: list[list[str]]
     generate_s: float
     generated_at: tuple[float, float]
+
+
+G = TypeVar("G")
+
+
+def grpo_updates(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    grpo: GrpoConfig,
+    groups: Sequence[tuple[G, torch.Tensor, torch.Tensor]],
+    group_loss: Callable[[G, torch.Tensor, torch.Tensor], tuple[torch.Tensor, dict[str, float]]],
+    step_lock: AbstractContextManager[Any] | None = None,
+) -> dict[str, float]:
+    """``updates_per_batch`` clipped steps over ``(group, advantages, keep)`` triples.
+
+    Each group's loss is weighted by its judged (kept) samples over all judged
+    samples, so a dropped sample counts as if it had never been generated.
+    ``step_lock`` is held around each optimiser step (a reader of the weights).
+    """
+    judged_total = sum(int(keep.sum()) for _, _, keep in groups)
+    stats = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
+    if judged_total == 0:
+        return stats
+    model.train()
+    for _ in range(grpo.updates_per_batch):
+        optimizer.zero_grad()
+        total = torch.zeros(())
+        stats = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
+        for group, group_advantage, keep in groups:
+            if not bool(keep.any()):
+                continue
+            loss, info = group_loss(group, group_advantage, keep)
+            weight = float(keep.sum()) / judged_total
+            total = total + loss * weight
+            stats["kl"] += info["kl"] * weight
+            stats["clip_fraction"] += info["clip_fraction"] * weight
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grpo.max_grad_norm)
+        with step_lock or contextlib.nullcontext():
+            optimizer.step()
+        stats["loss"] = float(total.detach())
+    return stats
+
+
+@contextlib.contextmanager
+def metrics_log(
+    out: Path, history: History, progress: Callable[[dict[str, Any]], None] | None
+) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """``emit(record)``: one line of ``out/metrics.jsonl``, kept in ``history`` and shown."""
+    with (out / "metrics.jsonl").open("w") as log:
+
+        def emit(record: dict[str, Any]) -> None:
+            history.metrics.append(record)
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            if progress is not None:
+                progress(record)
+
+        yield emit
 
 
 @dataclass
@@ -127,29 +188,9 @@ class Trainer:
         grpo = self.config.grpo
         size = grpo.group_size
         groups = [verdicts.rewards[g * size : (g + 1) * size] for g in range(len(batch.rollouts))]
-        judged_total = sum(r is not None for r in verdicts.rewards)
-        stats = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
-        if judged_total == 0:
-            return stats
         advantages = [masked_group_advantages(g, scale=grpo.scale_rewards) for g in groups]
-        self.model.train()
-        for _ in range(grpo.updates_per_batch):
-            self.optimizer.zero_grad()
-            total = torch.zeros(())
-            stats = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
-            for rollout, (group_advantage, keep) in zip(batch.rollouts, advantages, strict=True):
-                if not bool(keep.any()):
-                    continue
-                loss, info = self.group_loss(rollout, group_advantage, keep)
-                weight = float(keep.sum()) / judged_total
-                total = total + loss * weight
-                stats["kl"] += info["kl"] * weight
-                stats["clip_fraction"] += info["clip_fraction"] * weight
-            total.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), grpo.max_grad_norm)
-            self.optimizer.step()
-            stats["loss"] = float(total.detach())
-        return stats
+        parts = [(r, a, k) for r, (a, k) in zip(batch.rollouts, advantages, strict=True)]
+        return grpo_updates(self.model, self.optimizer, grpo, parts, self.group_loss)
 
     def group_loss(
         self, rollout: Rollout, advantages: torch.Tensor, keep: torch.Tensor
@@ -253,15 +294,7 @@ class Trainer:
         total_steps = steps or self.config.steps
         grpo = self.config.grpo
         started = time.monotonic()
-        with (self.out / "metrics.jsonl").open("w") as log:
-
-            def emit(record: dict[str, Any]) -> None:
-                self.history.metrics.append(record)
-                log.write(json.dumps(record) + "\n")
-                log.flush()
-                if self.progress is not None:
-                    self.progress(record)
-
+        with metrics_log(self.out, self.history, self.progress) as emit:
             emit({"step": 0} | self._evaluate_and_maybe_roll_back(0))
             pending = self.generate(
                 self.train_mix.sample(grpo.prompts_per_step), group_size=grpo.group_size

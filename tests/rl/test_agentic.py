@@ -1,0 +1,347 @@
+"""Multi-turn episodes in the embedded trainer, against the real service and real sandboxes.
+
+A scripted policy (its turns fixed in advance) plays the demo's tasks
+(:mod:`sandbox.rl.demo_tasks`: ``v`` holds a digit, the hidden test wants
+``(v + 1) mod 10`` in ``a``): the observations are the sandbox's and the
+rewards the hidden tests'. Then the loss mask (observation tokens get exactly
+zero gradient), a failed episode dropped (``None``, never 0), episodes closed
+on cancellation, and the staleness bound with a slow trainer.
+"""
+
+from __future__ import annotations
+
+import string
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import torch
+
+from sandbox.rl.agentic import AgentBatch, AgentTrainer
+from sandbox.rl.config import AgentConfig, ModelConfig, SandboxConfig, TrainConfig
+from sandbox.rl.demo_tasks import write_task
+from sandbox.rl.model import CharTokenizer
+from sandbox.rl.rollouts import EpisodeEnv, EpisodeSample
+from sandbox.rl.toolcalls import JsonFormat, LineFormat, ToolCall
+
+from ..conftest import Service
+
+pytestmark = pytest.mark.docker
+
+CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n"
+
+
+class ScriptedPolicy:
+    """Turn ``i`` of every episode is ``script[i]``; log-probs 0. Serves one episode a run."""
+
+    def __init__(self, tokenizer: CharTokenizer, script: list[str], gate: Any = None) -> None:
+        self.tokenizer, self.script, self.turn, self.gate = tokenizer, script, 0, gate
+
+    def act(self, contexts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
+        if self.gate is not None:
+            self.gate(self.turn)
+        text = self.script[min(self.turn, len(self.script) - 1)]
+        self.turn += 1
+        ids = self.tokenizer.encode_piece(text)
+        return [(ids, [0.0] * len(ids)) for _ in contexts]
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tasks")
+    write_task(root / "train" / "v3", 3)
+    write_task(root / "held" / "h5", 5, note="held out\n")
+    return root
+
+
+def _agent(tasks: Path, **overrides: Any) -> AgentConfig:
+    base: dict[str, Any] = {
+        "tasks": [tasks / "train"],
+        "held_out": [tasks / "held"],
+        "prompt": "{instruction}\n",
+        "max_turns": 4,
+        "max_turn_tokens": 64,
+        "max_tokens": 512,
+        "max_output_chars": 64,
+    }
+    return AgentConfig.model_validate(base | overrides)
+
+
+@pytest.fixture(scope="module")
+def env(service: Service, tasks: Path) -> Iterator[EpisodeEnv]:
+    tokenizer = CharTokenizer(CHARSET)
+    environment = EpisodeEnv(SandboxConfig(url=service.url), _agent(tasks), tokenizer)
+    try:
+        yield environment
+    finally:
+        environment.close()
+
+
+def _play(env: EpisodeEnv, ref: str, script: list[str], **agent: Any) -> EpisodeSample:
+    old = env.agent
+    env.agent = old.model_copy(update=agent)
+    if "tool_format" in agent:
+        env.format = JsonFormat() if agent["tool_format"] == "json" else LineFormat()
+    try:
+        assert isinstance(env.tokenizer, CharTokenizer)
+        (sample,) = env.run([ref], ScriptedPolicy(env.tokenizer, script), version=7)
+    finally:
+        env.agent, env.format = old, LineFormat()
+    return sample
+
+
+def test_a_scripted_episode_sees_the_sandbox_and_the_hidden_tests_decide(
+    env: EpisodeEnv, tasks: Path
+) -> None:
+    (task,) = env.upload([tasks / "train"])
+    passed = _play(env, task.ref, ["< v\n", "$ cat v; echo hi >&2; exit 3\n", "> a 4\n", ".\n"])
+    assert passed.observations == [
+        "3\n",
+        "exit_code: 3\n[stdout]\n3\n[stderr]\nhi",
+        "wrote 2 bytes to a",
+    ]
+    assert [c.tool for c in passed.calls] == ["read_file", "shell", "write_file", "done"]
+    assert (passed.reward, passed.outcome, passed.version) == (1.0, "passed", 7)
+    text = env.tokenizer.decode(passed.tokens)
+    instruction = "The file v holds a digit d. Write (d + 1) mod 10 to the file a.\n"
+    assert text == (
+        f"{instruction}< v\n3\n$ cat v; echo hi >&2; exit 3\n"
+        "exit_code: 3\n[stdout]\n3\n[stderr]\nhi\n> a 4\nwrote 2 bytes to a\n.\n"
+    )
+    # The policy's tokens are exactly the script's; everything else is masked out.
+    policy = [t for t, m in zip(passed.tokens, passed.policy_mask, strict=True) if m]
+    script = "< v\n$ cat v; echo hi >&2; exit 3\n> a 4\n.\n"
+    assert env.tokenizer.decode(policy) == script
+    assert len(passed.logprobs) == len(passed.tokens)
+
+    wrong = _play(env, task.ref, ["> a 7\n", "\n"])
+    assert (wrong.reward, wrong.outcome, wrong.observations) == (
+        0.0,
+        "failed",
+        ["wrote 2 bytes to a"],
+    )
+    # The same task in the JSON format of chat models.
+    json_script = [
+        '<tool_call>{"name": "bash", "arguments": {"command": "cat v"}}</tool_call>',
+        '<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "4"}}'
+        "</tool_call> and some chatter after it",
+        "All done.",
+    ]
+    chat = _play(env, task.ref, json_script, tool_format="json")
+    assert chat.observations == [
+        "exit_code: 0\n[stdout]\n3\n[stderr] (empty)",
+        "wrote 1 bytes to a",
+    ]
+    assert chat.reward == 1.0
+    assert "<tool_response>\nwrote 1 bytes to a\n</tool_response>\n" in env.tokenizer.decode(
+        chat.tokens
+    )
+    assert "chatter" not in env.tokenizer.decode(chat.tokens)  # cut at </tool_call>
+
+
+def test_observations_are_truncated_blanked_and_budgets_end_episodes(
+    env: EpisodeEnv, tasks: Path
+) -> None:
+    (task,) = env.upload([tasks / "train"])
+    long = _play(env, task.ref, ["$ seq 1000\n", ".\n"], max_output_chars=16)
+    assert "characters elided" in long.observations[0] and len(long.observations[0]) < 120
+    blind = _play(env, task.ref, ["< v\n", ".\n"], blank_observations=True)
+    assert blind.observations == ["3\n"]  # what came back, kept for the record
+    assert env.tokenizer.decode(blind.tokens).endswith("< v\n \n.\n")  # what the policy saw
+    turns = _play(env, task.ref, ["$ true\n"], max_turns=3)
+    assert len(turns.calls) == 3 and turns.reward == 0.0
+    tokens = _play(env, task.ref, ["$ echo 1234567890\n"], max_tokens=120)
+    assert len(tokens.tokens) <= 120 and tokens.done
+
+
+@pytest.fixture(scope="module")
+def trainer(
+    service: Service, tasks: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AgentTrainer]:
+    agent_trainer = AgentTrainer(_config(service, tasks, tmp_path_factory.mktemp("agent")))
+    try:
+        yield agent_trainer
+    finally:
+        agent_trainer.close()
+
+
+def _scripted(trainer: AgentTrainer, refs: list[str], script: list[str]) -> list[EpisodeSample]:
+    assert isinstance(trainer.tokenizer, CharTokenizer)
+    return trainer.env.run(refs, ScriptedPolicy(trainer.tokenizer, script), version=0)
+
+
+def test_a_failed_episode_is_dropped_and_the_loss_is_as_if_it_never_ran(
+    trainer: AgentTrainer,
+) -> None:
+    ref = trainer.train_tasks[0].ref
+    missing = "upload:" + "0" * 64
+    good, bad = _scripted(trainer, [ref, missing], ["< v\n", "> a 4\n"])
+    assert good.reward == 1.0 and bad.reward is None and "could not open" in (bad.error or "")
+    assert trainer.env.live == set()
+    (wrong,) = _scripted(trainer, [ref], ["< v\n", "> a 1\n"])
+    samples = [good, wrong]
+    for sample in samples:  # the logprobs the current model would have sampled with
+        logprobs, _, _ = trainer.token_logprobs(trainer.model, [sample])
+        sample.logprobs = [0.0, *logprobs[0].tolist()]
+
+    def gradient(group: list[EpisodeSample]) -> torch.Tensor:
+        trainer.model.zero_grad()
+        trainer.optimizer.zero_grad()
+        from sandbox.rl.grpo import masked_group_advantages
+
+        loss, _ = trainer.group_loss(group, *masked_group_advantages([s.reward for s in group]))
+        loss.backward()
+        return torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+
+    with_dropped = gradient([samples[0], bad, samples[1]])
+    alone = gradient(samples)
+    assert alone.abs().max() > 0 and torch.allclose(with_dropped, alone, atol=1e-7)
+    bad.reward = 0.0  # scored 0 instead, it would have moved the update
+    assert not torch.allclose(gradient([samples[0], bad, samples[1]]), alone, atol=1e-4)
+
+
+def test_observation_tokens_get_exactly_zero_gradient(trainer: AgentTrainer) -> None:
+    ref = trainer.train_tasks[0].ref
+    (sample,) = _scripted(trainer, [ref], ["$ cat v\n", "> a 4\n"])
+    assert sample.reward == 1.0
+    # The model's own sampling: its recorded log-probs are the PPO ratio's denominator.
+    (played,) = trainer.env.run([ref], trainer.policy(trainer.model), version=0)
+    now, old, mask = trainer.token_logprobs(trainer.model, [played])
+    assert mask.sum() > 0 and torch.allclose(now * mask, old * mask, atol=1e-5)
+
+    captured: list[torch.Tensor] = []
+
+    def keep(_module: Any, _inputs: Any, output: torch.Tensor) -> None:
+        output.retain_grad()
+        captured.append(output)
+
+    hook = trainer.model.lm_head.register_forward_hook(keep)
+    try:
+        logprobs, _, mask = trainer.token_logprobs(trainer.model, [sample])
+        loss = -(logprobs * mask).sum()
+        loss.backward()
+    finally:
+        hook.remove()
+    grad = captured[0].grad[0]  # (positions, vocab): position i predicts token i + 1
+    targets = sample.policy_mask[1:]
+    observed = [i for i, m in enumerate(targets) if not m]
+    policy = [i for i, m in enumerate(targets) if m]
+    assert len(observed) > 20 and len(policy) == len("$ cat v\n> a 4\n")
+    assert all(bool((grad[i] == 0).all()) for i in observed)
+    assert all(float(grad[i].abs().sum()) > 0 for i in policy)
+
+
+def test_episodes_are_closed_when_a_batch_is_cancelled(env: EpisodeEnv, tasks: Path) -> None:
+    (task,) = env.upload([tasks / "train"])
+    asked = threading.Event()
+
+    def stall(turn: int) -> None:
+        if turn >= 1:  # the episodes are open and waiting on the policy
+            asked.set()
+            time.sleep(10)
+
+    assert isinstance(env.tokenizer, CharTokenizer)
+    policy = ScriptedPolicy(env.tokenizer, ["< v\n", "> a 4\n"], gate=stall)
+    seen: list[str] = []
+    future = env._loop.submit(env._run([task.ref] * 2, policy, 0))
+    assert asked.wait(60)
+    deadline = time.monotonic() + 8
+    while len(env.live) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    seen.extend(env.live)
+    assert len(seen) == 2
+    env.cancel()
+    assert future.cancelled() or future.exception() is not None
+    assert env.live == set()
+    with httpx.Client(base_url=env._client.base_url) as http:
+        for episode in seen:
+            assert http.get(f"/v1/episodes/{episode}").status_code == 404
+
+
+def _config(service: Service, tasks: Path, out: Path, **overrides: Any) -> TrainConfig:
+    base: dict[str, Any] = {
+        "model": {"charset": CHARSET, "n_positions": 128},
+        "agent": _agent(tasks, max_tokens=128, max_turns=2, max_turn_tokens=8).model_dump(),
+        "grpo": {"group_size": 2, "prompts_per_step": 1},
+        "sandbox": {"url": service.url, "concurrency": 4},
+        "eval_every": 1000,
+        "eval_samples": 1,
+        "checkpoint_every": 1000,
+        "out_dir": str(out),
+    }
+    data = base | overrides
+    data["model"] = base["model"] | overrides.get("model", {})
+    return TrainConfig.model_validate(data)
+
+
+@pytest.mark.parametrize("bound", [0, 2])
+def test_generation_runs_ahead_of_training_no_further_than_max_staleness(
+    service: Service, tasks: Path, tmp_path: Path, bound: int
+) -> None:
+    config = _config(service, tasks, tmp_path)
+    agent = config.agent
+    assert agent is not None
+    config = config.model_copy(update={"agent": agent.model_copy(update={"max_staleness": bound})})
+    trainer = AgentTrainer(config)
+    trained: list[AgentBatch] = []
+    update = trainer.update
+
+    def slow_update(batch: AgentBatch) -> dict[str, float]:
+        trained.append(batch)
+        # A slow trainer: wait until generation has got as far ahead as it may (the
+        # next `bound` batches played and queued), and a little longer.
+        deadline = time.monotonic() + 120
+        while trainer._queue.qsize() < bound and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        return update(batch)
+
+    trainer.update = slow_update  # type: ignore[method-assign]
+    try:
+        history = trainer.train(steps=6)
+    finally:
+        trainer.close()
+    steps = [m for m in history.metrics if m["step"] > 0]
+    assert [m["staleness"] for m in steps] == [
+        step - 1 - m["version"] for step, m in enumerate(steps, start=1)
+    ]
+    assert max(m["staleness"] for m in steps) == bound  # reached, never passed
+    assert all(m["staleness_max"] <= bound for m in steps)
+    for index, batch in enumerate(trained):
+        assert {s.version for s in batch.samples} == {batch.version}
+        assert {s.staleness for s in batch.samples} == {index - batch.version}
+    if bound == 0:
+        assert all(m["gen_wait_s"] >= 0.9 for m in steps[1:])  # generation waited for training
+    assert all(m["train_wait_s"] >= 0 and m["gen_wait_s"] >= 0 for m in steps)
+    assert "held_out_pass_rate" in history.metrics[-1]
+    assert trainer.env.live == set()
+
+
+def test_the_line_format_parses_what_the_docs_say() -> None:
+    lines = LineFormat()
+    assert lines.parse("$ ls -l") == ToolCall("shell", {"command": "ls -l"})
+    assert lines.parse("<v\n") == ToolCall("read_file", {"path": "v"})
+    assert lines.parse("> a 4 5") == ToolCall("write_file", {"path": "a", "content": "4 5\n"})
+    assert lines.parse(".").finishes and lines.parse("").finishes
+    assert lines.parse("hello").error is not None
+    chat = JsonFormat()
+    assert chat.parse("no call").finishes
+    assert chat.parse('<tool_call>{"name": "finish"}</tool_call>').finishes
+    assert chat.parse("<tool_call>{nope}</tool_call>").error is not None
+
+
+def test_the_config_says_what_to_train_on(tasks: Path) -> None:
+    agent = _agent(tasks).model_dump()
+    with pytest.raises(ValueError, match=r"sandbox\.url"):
+        TrainConfig.model_validate({"agent": agent})
+    with pytest.raises(ValueError, match="n_positions"):
+        TrainConfig.model_validate(
+            {"agent": agent, "sandbox": {"url": "http://x"}, "model": {"n_positions": 64}}
+        )
+    with pytest.raises(ValueError, match="domains"):
+        TrainConfig.model_validate({})
+    assert ModelConfig().kind == "tiny-gpt2"
