@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sandbox.backends.base import HARNESS_DIR, JUDGE_DIR, WORKDIR
 from sandbox.core.agent_code import (
@@ -143,6 +143,14 @@ class Command(BaseModel):
         allow_inf_nan=False,
         description="At most the policy's wall.",
     )
+
+    @field_validator("command")
+    @classmethod
+    def _program_named(cls, command: str | list[str]) -> str | list[str]:
+        """An argv list names its program: an empty first element cannot be run."""
+        if isinstance(command, list) and not command[0]:
+            raise ValueError("the first element of an argv list names the program: give one")
+        return command
 
 
 class SessionInfo(BaseModel):

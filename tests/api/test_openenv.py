@@ -208,7 +208,11 @@ def test_http_episodes_are_named_and_kept_between_requests(task: str, http: http
     assert http.get("/openenv/cli-calc/health").json() == {"status": "healthy"}  # shipped
     assert http.get("/openenv/no-such-task/health").status_code == 404
     assert http.post("/openenv/no-such-task/reset").status_code == 404
-    for episode, _ in named.values():
+    for episode in (
+        *(e for e, _ in named.values()),
+        again["sandbox_episode"],
+        latest["sandbox_episode"],
+    ):
         http.delete(f"/v1/episodes/{episode}")
 
 

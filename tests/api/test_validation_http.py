@@ -184,3 +184,17 @@ def test_get_reward_deeply_nested_label_is_422_naming_its_index(http: httpx.Clie
 def test_get_reward_label_nested_past_the_json_parser_is_422(http: httpx.Client) -> None:
     label = '{"tests": ' + "[" * 100_000 + "]" * 100_000 + "}"
     refused(http.post("/get_reward", json=reward_body(label)), 422, "labels[1]", "not JSON")
+
+
+def test_an_argv_without_a_program_is_422_and_the_session_lives(http: httpx.Client) -> None:
+    """Found by the schema fuzzer: ``{"command": [""]}`` was a 503 (the runner could not start
+    an empty program name, reported as a lost container)."""
+    session = http.post("/v1/sessions", json={}).json()["id"]
+    try:
+        refused = http.post(f"/v1/sessions/{session}/exec", json={"command": [""]})
+        assert refused.status_code == 422, refused.text
+        assert "names the program" in refused.text
+        ok = http.post(f"/v1/sessions/{session}/exec", json={"command": ["echo", "hi"]})
+        assert ok.status_code == 200 and ok.json()["stdout"] == "hi\n", ok.text
+    finally:
+        http.delete(f"/v1/sessions/{session}")
