@@ -31,12 +31,14 @@ pytestmark = pytest.mark.docker
 ITEMS = 300
 
 
-def item(i: int) -> dict[str, Any]:
-    """A small function-test item: two in three are right, one in three is wrong."""
+def item(i: int, delay_s: float = 0.0) -> dict[str, Any]:
+    """A small function-test item: two in three are right, one in three is wrong; its
+    program first sleeps ``delay_s``."""
     body = "x + 1" if i % 3 else "x - 1"
+    pause = f"import time\ntime.sleep({delay_s})\n" if delay_s else ""
     return {
         "id": f"item-{i}",
-        "code": f"def f(x):\n    return {body}\n",
+        "code": f"{pause}def f(x):\n    return {body}\n",
         "tests": {
             "kind": "function",
             "entry_point": "f",
@@ -73,11 +75,13 @@ def verdicts(lines: list[dict[str, Any]]) -> dict[int, tuple[Any, ...]]:
 class Streamed:
     """An /v1/evaluate batch read in a thread: its lines as they come, and when it ended."""
 
-    def __init__(self, http: httpx.Client, n: int, concurrency: int, **headers: str) -> None:
+    def __init__(
+        self, http: httpx.Client, n: int, concurrency: int, delay_s: float = 0.0, **headers: str
+    ) -> None:
         self.lines: list[dict[str, Any]] = []
         self.done = threading.Event()
         self.error: BaseException | None = None
-        body = {"items": [item(i) for i in range(n)], "concurrency": concurrency}
+        body = {"items": [item(i, delay_s) for i in range(n)], "concurrency": concurrency}
 
         def read() -> None:
             try:
@@ -494,7 +498,8 @@ def test_a_lost_host_loses_nothing_but_its_sessions(fleet: Service, cluster: Any
         assert _owned(victim["owner"]), "the victim host has no containers to lose"
 
         rerouted = metric(http.get("/metrics").text, "sandbox_fleet_rerouted_total")
-        batch = Streamed(http, ITEMS, concurrency=16)
+        # Items of 0.3 s each: some are surely still running on the victim when it goes.
+        batch = Streamed(http, ITEMS, concurrency=16, delay_s=0.3)
         batch.wait_for(30)
         # Remove it while batch items run there (placement may serve the first ones elsewhere).
         deadline = time.monotonic() + 30
