@@ -52,6 +52,14 @@ __all__ = ["PlanAgent", "TaskRuns", "run_task_checks"]
 logger = logging.getLogger(__name__)
 
 MARK: Final = "/tmp/.quality-mark"
+TICK: Final = "/tmp/.quality-tick"
+# File times come from the kernel's coarse clock (one tick is 1 to 10 ms): a file the
+# reference writes within the tick of the mark would not be newer than it. Wait, after
+# the mark, until a file touched now is newer (a bounded loop of touches).
+MARK_AND_TICK: Final = (
+    f"touch {MARK}; i=0; while [ $i -lt 1000 ]; do touch {TICK}; "
+    f'[ -n "$(find {TICK} -newer {MARK})" ] && break; i=$((i+1)); done; rm -f {TICK}'
+)
 BEGIN: Final = "@@quality-files@@"
 END: Final = "@@quality-end@@"
 MAX_ANSWER_FILES: Final = 200
@@ -117,7 +125,7 @@ class PlanAgent(Agent):
         tools.done("quality plan applied")
 
     async def _reference(self, trial: TrialContext, tools: Tools, seen: Observed) -> None:
-        await tools.shell(f"touch {MARK}")
+        await tools.shell(MARK_AND_TICK)
         await self.oracle.run(trial, cast(Tools, _KeepOpen(tools)))
         files = self.oracle_files[trial.task_id]
         listing = await tools.shell(

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from sandbox.cli import main
+from sandbox.core.sessions import Command, SessionSpec
 from sandbox.quality import CheckSettings, ItemResult, QualityReport, run_check
 from sandbox.quality.probes import PROBE_NAMES
 from sandbox.quality.progress import QualityProgress
+from sandbox.quality.task_checks import MARK, MARK_AND_TICK
 from sandbox.service.platform import Platform
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,3 +172,25 @@ async def test_shipped_task_and_problem_sets_are_clean(platform: Platform) -> No
         for item in report.failing
     }
     assert not problems, json.dumps(problems, indent=1)
+
+
+@pytest.mark.parametrize("policy", ["default", "gvisor"])
+async def test_a_file_written_right_after_the_mark_is_newer_than_it(
+    platform: Platform, policy: str
+) -> None:
+    """The reference's answer files are those newer than a mark: the kernel's coarse file
+    clock once gave a file written within the mark's tick the mark's own time, and the
+    answer files of a fast reference were missed (no probe then applied to the task)."""
+    probe = (
+        f"missed=0; for k in $(seq 40); do {MARK_AND_TICK}; echo x > /workspace/answer; "
+        f'[ -n "$(find /workspace/answer -newer {MARK})" ] || missed=$((missed+1)); '
+        'done; echo "missed $missed"'
+    )
+    session = await platform.sessions.create(SessionSpec(policy=policy), tenant="mark")
+    try:
+        result = await platform.sessions.exec(
+            session.id, Command(command=probe, timeout_s=120), tenant="mark"
+        )
+    finally:
+        await platform.sessions.close(session.id, tenant="mark")
+    assert result.stdout.decode().strip() == "missed 0", result.stderr.decode()[-2000:]
