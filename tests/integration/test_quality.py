@@ -189,7 +189,7 @@ async def test_a_file_written_right_after_the_mark_is_newer_than_it(
     session = await platform.sessions.create(SessionSpec(policy=policy), tenant="mark")
     try:
         result = await platform.sessions.exec(
-            session.id, Command(command=probe, timeout_s=120), tenant="mark"
+            session.id, Command(command=probe, timeout_s=10), tenant="mark"
         )
     finally:
         await platform.sessions.close(session.id, tenant="mark")
