@@ -135,7 +135,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from sandbox.service.platform import PlatformSettings
     from sandbox.service.tenants import Keyring
 
-    load_policy_dir(args.policies)  # a bad policy stops us here, with its message
+    policies = load_policy_dir(args.policies)  # a bad policy stops us here, with its message
+    unknown = sorted(set(args.warm or ()) - set(policies))
+    if unknown:
+        raise InvalidRequestError(
+            f"--warm {', '.join(unknown)}: no such policy in {args.policies}; "
+            f"known: {', '.join(sorted(policies))}"
+        )
     keyring = Keyring.from_environment(args.keys)
     if keyring.open and args.host not in ("127.0.0.1", "localhost", "::1"):
         raise InvalidRequestError(
@@ -188,7 +194,9 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         help="policy to pre-warm at start (repeatable; default: default)",
     )
     serve.add_argument("--max-waiting", type=_at_least(0, int), default=DEFAULT_MAX_WAITERS)
-    serve.add_argument("--start-concurrency", type=int, default=DEFAULT_START_CONCURRENCY)
+    serve.add_argument(
+        "--start-concurrency", type=_at_least(1, int), default=DEFAULT_START_CONCURRENCY
+    )
     serve.add_argument("--access-log", action="store_true", help="log every request")
     serve.add_argument(
         "--snapshot-ttl",
