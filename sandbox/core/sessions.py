@@ -451,7 +451,8 @@ class SessionManager:
         Every process the session left is killed. Then, as the judge uid, with
         nothing else in ``/judge`` yet, the workspace is copied to ``/judge/work``
         (``runner/harness/workspace_copy.py``: exec bits kept, links that do not
-        resolve inside the copy dropped), and only then ``tests`` are written to
+        resolve inside the copy dropped; not for an isolated ``command``, which
+        never reads the workspace but through ``agent-run``), and only then ``tests`` are written to
         ``/judge/tests``. Without ``command`` the tests are pytest files, run by the
         platform's harness (``runner/harness/pytest_channel.py``), whose per-test
         outcomes come back on the runner's report channel, nonce checked, as
@@ -488,6 +489,8 @@ class SessionManager:
                 f"the session's processes could not be stopped: {settle.reason}"
             )
         limits = exec_limits(session.policy, None)
+        verifier = agent_run and command is not None
+        isolated = command is not None and isolate_agent and not verifier
         if agent_run:
             roots = [WORKDIR] if session.seed in (None, WORKDIR) else [WORKDIR, session.seed]
             for root in roots:
@@ -502,7 +505,9 @@ class SessionManager:
             [
                 "bash",
                 "-c",
-                JUDGE_CLEAR_COMMAND if agent_run else JUDGE_COPY_COMMAND,
+                # The judge's copy is for pytest and the opt-out; an isolated command
+                # reaches the workspace itself, through agent-run only.
+                JUDGE_CLEAR_COMMAND if agent_run or isolated else JUDGE_COPY_COMMAND,
             ],
             cwd=JUDGE_DIR,
             env=JUDGE_ENV,
@@ -520,8 +525,6 @@ class SessionManager:
                 role="judge",
                 keep_processes=False,
             )
-        verifier = agent_run and command is not None
-        isolated = command is not None and isolate_agent and not verifier
         if command is None:
             prepare = ["true"]
         elif verifier:

@@ -45,8 +45,9 @@ after: :mod:`sandbox.environments`) and its trials run in sessions in it; each
 trial's record carries ``environment`` (id, image, cached, build seconds, the
 build log's path, notes).
 
-How a trial ends: once the agent stops, every process it left is killed. As
-the judge uid, with nothing else in ``/judge`` yet, the workspace is copied to
+How a trial ends: once the agent stops, every process it left is killed. For
+pytest tests (and a ``command`` with ``isolate_agent: false``), as the judge
+uid, with nothing else in ``/judge`` yet, the workspace is copied to
 ``/judge/work``: directories and files, a file the agent left executable stays
 executable (0700, others 0600), and a symbolic link survives only if it
 resolves, once the whole tree is copied, to something that exists inside
@@ -57,8 +58,10 @@ are left out. Only then are the hidden tests written to ``/judge/tests``. The
 tests run as the judge uid in ``/judge/tests`` with ``$WORK`` (and
 ``$WORKSPACE``) set to ``/judge/work``, ``HOME`` ``/judge``, ``USER`` and
 ``LOGNAME`` ``judge``, and a ``PATH`` of system directories only: tests import
-or run the agent's work from there. The agent never sees the tests, and nothing
-it left can change after it stopped.
+or run the agent's work from there. A ``command`` (isolated, the default) gets
+``$WORK=/workspace`` itself, closed to the judge uid, and reaches it only through
+``agent-run`` (:mod:`sandbox.core.agent_code`). The agent never sees the tests,
+and nothing it left can change after it stopped.
 
 ``framework: pytest``: the platform runs ``pytest -q -p no:cacheprovider
 /judge/tests`` itself, through its harness (``runner/harness/pytest_channel.py``),
