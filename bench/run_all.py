@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 BENCHMARKS = (
+    "bench_floor.py",
     "bench_run.py",
     "bench_humaneval.py",
     "bench_fleet.py",
