@@ -137,6 +137,7 @@ class Platform:
             raise NotFoundError(
                 f"cannot warm unknown policies {unknown}; known: {sorted(self.policies)}"
             )
+        metrics.declare_policies(self.policies)
         self.keyring = Keyring.from_environment(self.settings.keys_file)
         self.images: dict[str, str] = {}
         self._unbuilt: dict[str, tuple[float, str]] = {}  # name -> (checked at, why)

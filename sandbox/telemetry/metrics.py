@@ -52,6 +52,13 @@ REJECTED = Counter(
 )
 
 
+def declare_policies(names: Iterable[str]) -> None:
+    """Start each policy's error counter at 0: its series exists before its first error
+    (a dashboard shows 0, not no data; ``rate`` sees the first increase)."""
+    for name in names:
+        INFRA_ERRORS.labels(name)
+
+
 def record_execution(language: str, policy: str, status: str, seconds: float) -> None:
     """Count one finished execution and observe its latency."""
     EXECUTIONS.labels(language, policy, status).inc()
