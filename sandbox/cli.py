@@ -157,6 +157,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         start_concurrency=args.start_concurrency,
         snapshot_ttl_s=args.snapshot_ttl,
         snapshot_budget_bytes=args.snapshot_budget_mb << 20,
+        audit_verify_interval_s=args.audit_verify_interval,
     )
     fleet_config = None
     if args.fleet_config is not None and args.fleet is None:
@@ -211,6 +212,14 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         default=DEFAULT_BUDGET_BYTES >> 20,
         metavar="MB",
         help="disk for all tenants' snapshots together (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--audit-verify-interval",
+        type=_at_least(0, float, above=True),
+        default=None,
+        metavar="SECONDS",
+        help="walk the audit log's hash chain this often and publish sandbox_audit_chain_ok "
+        "in /metrics (default: never)",
     )
     serve.add_argument(
         "--keys", type=Path, help="API keys file (else $SANDBOX_API_KEYS_FILE / $SANDBOX_API_KEYS)"

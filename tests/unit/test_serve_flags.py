@@ -18,7 +18,12 @@ def test_an_unknown_warm_policy_is_named_with_the_known_ones(
 
 @pytest.mark.parametrize(
     ("flag", "value"),
-    [("--start-concurrency", "0"), ("--max-waiting", "-1"), ("--snapshot-ttl", "0")],
+    [
+        ("--start-concurrency", "0"),
+        ("--max-waiting", "-1"),
+        ("--snapshot-ttl", "0"),
+        ("--audit-verify-interval", "0"),
+    ],
 )
 def test_a_number_out_of_range_is_refused_by_name(
     flag: str, value: str, capsys: pytest.CaptureFixture[str]
