@@ -3,8 +3,9 @@
 A warm service (8 containers) answers ``POST /v1/run`` at concurrency 1 and 8 while
 psutil reads the CPU time of every process that takes part: the service (and its
 children), ``dockerd``, ``containerd``, the shims of the service's sandbox containers,
-and everything inside them (the runner, its zygote, the forked programs: a process that
-exited is counted in its reaper's children times). The client, this script, runs on
+and everything inside them, apart: the runner (with docker-init), its zygote, and the
+programs it forks (a process that exited is counted in its reaper's children times).
+The client, this script, runs on
 the same cores and is reported too; ``whole machine`` is every CPU's busy time.
 
     .venv/bin/python bench/bench_cpu.py
@@ -28,15 +29,20 @@ from bench.bench_run import measure_http
 from bench.common import Service, save_results
 from sandbox.host.labels import LABEL_MANAGED
 
-GROUPS = ("service", "dockerd", "containerd", "shims", "sandboxes", "client")
+GROUPS = ("service", "dockerd", "containerd", "shims", "runner", "zygote", "programs", "client")
 
 
-def _cpu(process: psutil.Process) -> float:
+def _times(process: psutil.Process) -> tuple[float, float]:
+    """(own CPU seconds, reaped children's CPU seconds) of a process; 0 once it is gone."""
     try:
         times = process.cpu_times()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return 0.0
-    return times.user + times.system + times.children_user + times.children_system
+        return 0.0, 0.0
+    return times.user + times.system, times.children_user + times.children_system
+
+
+def _cpu(process: psutil.Process) -> float:
+    return sum(_times(process))
 
 
 def _tree(process: psutil.Process) -> list[psutil.Process]:
@@ -44,6 +50,34 @@ def _tree(process: psutil.Process) -> list[psutil.Process]:
         return [process, *process.children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
+
+
+def _by_depth(process: psutil.Process, depth: int = 0) -> list[tuple[int, psutil.Process]]:
+    try:
+        children = process.children()
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        found += [(depth + 1, child), *_by_depth(child, depth + 1)]
+    return found
+
+
+def add_container(totals: dict[str, float], shim: psutil.Process) -> None:
+    """A sandbox container's CPU: docker-init and the runner, the zygote, the programs.
+
+    The tree is shim -> docker-init -> runner -> zygote -> the spares it forks, each of
+    which becomes one program; the zygote reaps them, so its children times are theirs.
+    """
+    for depth, process in _by_depth(shim):
+        own, reaped = _times(process)
+        if depth <= 2:
+            totals["runner"] += own + reaped
+        elif depth == 3:
+            totals["zygote"] += own
+            totals["programs"] += reaped
+        else:
+            totals["programs"] += own + reaped
 
 
 def _shim_container(process: psutil.Process) -> str | None:
@@ -70,7 +104,7 @@ def cpu_by_group(service_pid: int, containers: set[str]) -> dict[str, float]:
             totals["containerd"] += _cpu(process)
         elif name.startswith("containerd-shim") and _shim_container(process) in containers:
             totals["shims"] += _cpu(process)
-            totals["sandboxes"] += sum(_cpu(p) for p in _tree(process)[1:])
+            add_container(totals, process)
     return totals
 
 
