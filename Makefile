@@ -45,7 +45,7 @@ python-venv:
 $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip --version >/dev/null 2>&1 || { \
 	  $(ENSURE_CAN_VENV); echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV) || exit 1; }
-	$(BIN)/python -m pip install --quiet -e '.[dev,rl,fleet,inspect,trl]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,rl,fleet,inspect,trl,otel]'
 	touch $(STAMP)
 
 # The Harbor provider's venv (sandbox/integrations/harbor.py): the `harbor` package needs

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the service: executions, latency, pool sizes, queue depth, audit chain.
+"""Prometheus metrics of the service: calls by class, executions, latency, pool sizes, queue
+depth, audit chain.
 
 The alert rules and the dashboard in ``deploy/`` use these names; a test checks that
 every name they use is in ``/metrics``.
@@ -80,6 +81,28 @@ def record_judgement(language: str, policy: str, error_class: str | None) -> Non
     JUDGEMENTS.labels(language, policy, error_class or "none").inc()
     if error_class == "infra":
         INFRA_ERRORS.labels(policy).inc()
+
+
+CALLS = Counter(
+    "sandbox_calls_total",
+    "API calls answered, by route and class: ok, user (the user's code failed), infra "
+    "(the platform failed) or refused (a 4xx: bad request, auth, quota, capacity).",
+    ["route", "class"],
+    registry=REGISTRY,
+)
+CALL_LATENCY = Histogram(
+    "sandbox_call_seconds",
+    "Time from request to response, by route.",
+    ["route"],
+    buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+    registry=REGISTRY,
+)
+
+
+def record_call(route: str, kind: str, seconds: float) -> None:
+    """Count one answered API call in its class and observe its latency."""
+    CALLS.labels(route, kind).inc()
+    CALL_LATENCY.labels(route).observe(seconds)
 
 
 def exposition() -> bytes:
