@@ -24,6 +24,7 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "request_id",
     "tenant",
     "taskName",
+    "color_message",  # uvicorn's message with terminal colours
 }
 
 
@@ -43,8 +44,15 @@ class CallFilter(logging.Filter):
         return True
 
 
+def _known(value: str | None) -> str | None:
+    return None if value in (None, "-") else value
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record: ts, level, logger, message, request_id, tenant, extras."""
+    """One JSON object per record: ts, level, logger, message, request_id, tenant, extras.
+
+    ``request_id`` and ``tenant`` are null outside a call (before the tenant is known).
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -54,8 +62,8 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
-            "request_id": getattr(record, "request_id", "-"),
-            "tenant": getattr(record, "tenant", "-"),
+            "request_id": _known(getattr(record, "request_id", None)),
+            "tenant": _known(getattr(record, "tenant", None)),
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
@@ -74,4 +82,4 @@ def configure(level: int, log_format: LogFormat = "text", *, with_request: bool 
     else:
         text = TEXT_FORMAT_WITH_REQUEST if with_request else TEXT_FORMAT
         handler.setFormatter(logging.Formatter(text, datefmt="%H:%M:%S"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.basicConfig(level=level, handlers=[handler])  # a no-op where logging is set up

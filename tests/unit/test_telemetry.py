@@ -1,0 +1,165 @@
+"""Request ids, the log filter and formatter, call classes, and tracing switched off.
+
+What a real service does with them is tested in tests/api/test_observability.py;
+here the pieces are checked one by one, for real (real records, a real asyncio
+stream between the runner channel and a runner loop speaking the real framing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import socket
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from api.observe import call_class
+from sandbox.backends.channel import RunnerChannel
+from sandbox.runner.protocol import HEADER, decode_body, encode_frame
+from sandbox.telemetry import context
+from sandbox.telemetry.logs import CallFilter, JsonFormatter
+
+
+@pytest.mark.parametrize("safe", ["a", "req-1.2:3_x", "A" * 64])
+def test_a_safe_request_id_is_kept(safe: str) -> None:
+    assert context.accept_request_id(safe) == safe
+
+
+@pytest.mark.parametrize("unsafe", [None, "", "A" * 65, "two words", "x\r\nSet-Cookie: a", "é"])
+def test_an_unsafe_or_missing_request_id_is_replaced(unsafe: str | None) -> None:
+    fresh = context.accept_request_id(unsafe)
+    assert fresh != unsafe and len(fresh) == 32 and int(fresh, 16) >= 0
+
+
+def test_the_most_severe_failure_of_a_call_wins() -> None:
+    call, token = context.begin("r1")
+    try:
+        context.note_failure("user")
+        context.note_failure("infra")
+        context.note_failure("user")
+    finally:
+        context.end(token)
+    assert call.failure == "infra"
+    context.note_failure("infra")  # outside a call: nothing to note on
+    assert context.current() is None
+
+
+@pytest.mark.parametrize(
+    ("status", "noted", "kind"),
+    [
+        (200, None, "ok"),
+        (200, "user", "user"),
+        (200, "infra", "infra"),
+        (404, None, "refused"),
+        (429, "user", "refused"),
+        (503, None, "infra"),
+        (500, "user", "infra"),
+    ],
+)
+def test_call_classes(status: int, noted: context.FailureClass | None, kind: str) -> None:
+    assert call_class(status, noted) == kind
+
+
+def _json_logger() -> tuple[logging.Logger, io.StringIO]:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(CallFilter())
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("test.telemetry.json")
+    logger.handlers = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    return logger, out
+
+
+def test_a_json_line_carries_the_call_and_the_extras() -> None:
+    logger, out = _json_logger()
+    logger.info("outside")
+    _, token = context.begin("req-42")
+    try:
+        context.bind_tenant("team-a")
+        logger.warning("inside %s", "it", extra={"sandbox": "abc123", "uses": 3})
+        logger.info("own id", extra={"request_id": "other"})
+    finally:
+        context.end(token)
+    outside, inside, own = (json.loads(line) for line in out.getvalue().splitlines())
+    assert outside["request_id"] is None and outside["tenant"] is None
+    assert {k: inside[k] for k in ("level", "logger", "message", "request_id", "tenant")} == {
+        "level": "warning",
+        "logger": "test.telemetry.json",
+        "message": "inside it",
+        "request_id": "req-42",
+        "tenant": "team-a",
+    }
+    assert inside["sandbox"] == "abc123" and inside["uses"] == 3 and "ts" in inside
+    assert own["request_id"] == "other" and own["tenant"] == "team-a"
+
+
+def test_tracing_off_imports_no_opentelemetry_sdk() -> None:
+    probe = (
+        "import sys\n"
+        "import sandbox.core.pool, sandbox.core.execution, sandbox.judge.judge\n"
+        "core = sorted(m for m in sys.modules if m.startswith('opentelemetry'))\n"
+        "from api.app import create_app\n"
+        "from sandbox.telemetry import tracing\n"
+        "create_app()\n"
+        "assert not tracing.configure(None)\n"
+        "with tracing.span('request', tenant='t') as s:\n"
+        "    s.set(status=200)\n"
+        "sdk = sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk'))\n"
+        "print(core, sdk)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": sys.path[0] if sys.path[0] else "."}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.strip() == "[] []", out.stderr
+
+
+_MUX = struct.Struct(">BxxxI")
+
+
+async def test_the_channel_sends_the_request_id_and_logs_the_runners_lines_under_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A runner loop on the far end of a real socket pair reads each frame, writes a log
+    line on its stderr stream and replies, multiplexed as Docker's attach stream is."""
+    seen: list[dict[str, object]] = []
+
+    async def runner(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            (size,) = HEADER.unpack(await reader.readexactly(HEADER.size))
+            request = decode_body(await reader.readexactly(size))
+            seen.append(request)
+            log = b"runner says hello\n"
+            reply = encode_frame({"id": request["id"], "ok": True})
+            writer.write(_MUX.pack(2, len(log)) + log + _MUX.pack(1, len(reply)) + reply)
+            await writer.drain()
+
+    here, there = socket.socketpair()
+    far_reader, far_writer = await asyncio.open_connection(sock=there)
+    serving = asyncio.create_task(runner(far_reader, far_writer))
+    reader, writer = await asyncio.open_connection(sock=here)
+    channel = RunnerChannel(reader, writer, "test")
+    try:
+        with caplog.at_level(logging.WARNING, logger="sandbox.backends.channel"):
+            await channel.call({"op": "ping"}, 5.0)  # outside a call: no id is sent
+            _, token = context.begin("req-channel")
+            try:
+                await channel.call({"op": "ping"}, 5.0)
+            finally:
+                context.end(token)
+            await asyncio.sleep(0.05)
+    finally:
+        await channel.close()
+        serving.cancel()
+        far_writer.close()
+    assert "request_id" not in seen[0]
+    assert seen[1]["request_id"] == "req-channel" and seen[1]["op"] == "ping"
+    ids = [getattr(r, "request_id", None) for r in caplog.records if "hello" in r.getMessage()]
+    assert ids == [None, "req-channel"]
