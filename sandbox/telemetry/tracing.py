@@ -12,8 +12,7 @@ Attributes an operator filters by: ``tenant``, ``policy``, ``language``, ``statu
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -21,6 +20,7 @@ SERVICE_NAME = "sandbox"
 
 _tracer: Any = None
 _provider: Any = None
+_otel: Any = None  # the opentelemetry package, once tracing is configured
 
 
 class _NoSpan:
@@ -40,10 +40,28 @@ _NO_SPAN = _NoSpan()
 
 
 class _Span:
-    """A live span: :meth:`set` adds attributes (None values are left out)."""
+    """A live span, current while its ``with`` block runs; :meth:`set` adds attributes
+    (None values are left out). An exception leaving the block marks it as an error."""
 
-    def __init__(self, span: Any) -> None:
-        self._span = span
+    __slots__ = ("_attributes", "_name", "_span", "_token")
+
+    def __init__(self, name: str, attributes: dict[str, object]) -> None:
+        self._name = name
+        self._attributes = attributes
+
+    def __enter__(self) -> _Span:
+        self._span = _tracer.start_span(self._name)
+        self.set(**self._attributes)
+        self._token = _otel.context.attach(_otel.trace.set_span_in_context(self._span))
+        return self
+
+    def __exit__(self, _: object, error: BaseException | None, __: object) -> None:
+        _otel.context.detach(self._token)
+        if error is not None:
+            self._span.record_exception(error)
+            why = f"{type(error).__name__}: {error}"
+            self._span.set_status(_otel.trace.Status(_otel.trace.StatusCode.ERROR, why))
+        self._span.end()
 
     def set(self, **attributes: object) -> None:
         for key, value in attributes.items():
@@ -52,20 +70,17 @@ class _Span:
                 self._span.set_attribute(key, value if plain else str(value))
 
 
-def enabled() -> bool:
-    """Whether spans are being recorded."""
-    return _tracer is not None
-
-
 def configure(endpoint: str | None = None) -> bool:
     """Export spans to the OTLP/HTTP collector at ``endpoint`` (else ``$ENDPOINT_ENV``).
 
     Returns whether tracing is on. Without an endpoint, nothing is imported.
     """
-    global _tracer, _provider
+    global _tracer, _provider, _otel
     endpoint = endpoint or os.environ.get(ENDPOINT_ENV)
     if not endpoint:
         return False
+    import opentelemetry.context
+    import opentelemetry.trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -74,6 +89,7 @@ def configure(endpoint: str | None = None) -> bool:
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
     traces = endpoint.rstrip("/") + "/v1/traces"
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces)))
+    _otel = opentelemetry
     _provider = provider
     _tracer = provider.get_tracer("sandbox")
     return True
@@ -87,14 +103,6 @@ def shutdown() -> None:
     _tracer = _provider = None
 
 
-@contextmanager
-def _live(name: str, attributes: dict[str, object]) -> Iterator[_Span]:
-    with _tracer.start_as_current_span(name) as otel_span:
-        live = _Span(otel_span)
-        live.set(**attributes)
-        yield live
-
-
 def span(name: str, **attributes: object) -> AbstractContextManager[_Span | _NoSpan]:
     """A span named ``name``, a child of the current one, as a context manager.
 
@@ -103,4 +111,4 @@ def span(name: str, **attributes: object) -> AbstractContextManager[_Span | _NoS
     """
     if _tracer is None:
         return _NO_SPAN
-    return _live(name, attributes)
+    return _Span(name, attributes)
