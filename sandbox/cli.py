@@ -567,6 +567,7 @@ def _eval_agent(args: argparse.Namespace) -> Any:
         OpenAIAgent,
         OracleAgent,
         ReplayAgent,
+        TokenPrice,
         openai_config_from_env,
     )
 
@@ -586,6 +587,7 @@ def _eval_agent(args: argparse.Namespace) -> Any:
             api_key_env=args.api_key_env,
             temperature=args.temperature,
             seed=args.seed,
+            price=TokenPrice(args.price_prompt_per_1k, args.price_completion_per_1k),
         )
         return OpenAIAgent(config)
     raise InvalidRequestError(
@@ -729,6 +731,15 @@ def _register_eval(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     run.add_argument("--temperature", type=float, default=0.0)
     run.add_argument("--seed", type=int, default=None)
+    for kind in ("prompt", "completion"):
+        run.add_argument(
+            f"--price-{kind}-per-1k",
+            type=_at_least(0, float),
+            default=0.0,
+            metavar="COST",
+            help=f"what 1,000 {kind} tokens cost (openai agent; default: 0): each call's "
+            "cost goes in the trajectory, the results and the report",
+        )
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     run.set_defaults(handler=_cmd_eval_run)
 

@@ -99,6 +99,34 @@ CALL_LATENCY = Histogram(
 )
 
 
+MODEL_CALLS = Counter(
+    "sandbox_model_calls_total",
+    "Calls to a model, by source (eval: an agent evaluation's model).",
+    ["source"],
+    registry=REGISTRY,
+)
+MODEL_TOKENS = Counter(
+    "sandbox_model_tokens_total",
+    "Tokens a model spent, by source and kind (prompt, completion).",
+    ["source", "kind"],
+    registry=REGISTRY,
+)
+MODEL_COST = Counter(
+    "sandbox_model_cost_total",
+    "What those tokens cost at the configured prices per 1,000 tokens (0 unless priced).",
+    ["source"],
+    registry=REGISTRY,
+)
+
+
+def record_model_call(source: str, prompt_tokens: int, completion_tokens: int, cost: float) -> None:
+    """Count one model call: its tokens and their cost."""
+    MODEL_CALLS.labels(source).inc()
+    MODEL_TOKENS.labels(source, "prompt").inc(prompt_tokens)
+    MODEL_TOKENS.labels(source, "completion").inc(completion_tokens)
+    MODEL_COST.labels(source).inc(cost)
+
+
 def record_call(route: str, kind: str, seconds: float) -> None:
     """Count one answered API call in its class and observe its latency."""
     CALLS.labels(route, kind).inc()

@@ -15,13 +15,15 @@ import socket
 import struct
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from api.observe import call_class
 from sandbox.backends.channel import RunnerChannel
+from sandbox.evals.agents import TokenPrice, Tools
 from sandbox.runner.protocol import HEADER, decode_body, encode_frame
-from sandbox.telemetry import context
+from sandbox.telemetry import context, metrics
 from sandbox.telemetry.logs import CallFilter, JsonFormatter
 
 
@@ -163,3 +165,32 @@ async def test_the_channel_sends_the_request_id_and_logs_the_runners_lines_under
     assert seen[1]["request_id"] == "req-channel" and seen[1]["op"] == "ping"
     ids = [getattr(r, "request_id", None) for r in caplog.records if "hello" in r.getMessage()]
     assert ids == [None, "req-channel"]
+
+
+def _sample(name: str, **labels: str) -> float:
+    value = metrics.REGISTRY.get_sample_value(name, labels)
+    return value or 0.0
+
+
+def test_an_agents_model_call_is_counted_with_its_cost_in_the_metrics() -> None:
+    # record_model_call touches neither the session manager nor the session.
+    no_sessions: Any = None
+    tools = Tools(no_sessions, "s", tenant="t", max_steps=5, timeout_s=60, command_wall_s=10)
+    before = {
+        "calls": _sample("sandbox_model_calls_total", source="eval"),
+        "prompt": _sample("sandbox_model_tokens_total", source="eval", kind="prompt"),
+        "completion": _sample("sandbox_model_tokens_total", source="eval", kind="completion"),
+        "cost": _sample("sandbox_model_cost_total", source="eval"),
+    }
+    price = TokenPrice(prompt_per_1k=0.5, completion_per_1k=2.0)
+    tools.record_model_call(
+        usage={"prompt_tokens": 1000, "completion_tokens": 250}, duration_s=0.1, price=price
+    )
+    tools.record_model_call(usage=None, duration_s=0.1, price=price)  # no usage reported: 0
+    assert _sample("sandbox_model_calls_total", source="eval") - before["calls"] == 2
+    prompt = _sample("sandbox_model_tokens_total", source="eval", kind="prompt")
+    completion = _sample("sandbox_model_tokens_total", source="eval", kind="completion")
+    assert (prompt - before["prompt"], completion - before["completion"]) == (1000, 250)
+    cost = _sample("sandbox_model_cost_total", source="eval") - before["cost"]
+    assert cost == pytest.approx(0.5 + 0.5) and tools.usage.cost == pytest.approx(1.0)
+    assert tools.usage.as_dict()["model_calls"] == 2
