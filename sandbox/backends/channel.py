@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import itertools
 import logging
 import struct
@@ -54,7 +55,10 @@ class RunnerChannel:
         self._log = bytearray()
         self._closed_reason: str | None = None
         self._request_id: str | None = None  # of the call the runner serves (for its log)
-        self._task = asyncio.create_task(self._read_loop(), name=f"runner-channel-{name}")
+        # In a context of its own: it outlives the call that started the container.
+        self._task = asyncio.create_task(
+            self._read_loop(), name=f"runner-channel-{name}", context=contextvars.Context()
+        )
 
     @classmethod
     async def attach(cls, socket_path: str, api_version: str, container_id: str) -> RunnerChannel:

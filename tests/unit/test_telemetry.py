@@ -67,12 +67,12 @@ def test_call_classes(status: int, noted: context.FailureClass | None, kind: str
     assert call_class(status, noted) == kind
 
 
-def _json_logger() -> tuple[logging.Logger, io.StringIO]:
+def _json_logger(name: str = "test.telemetry.json") -> tuple[logging.Logger, io.StringIO]:
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.addFilter(CallFilter())
     handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger("test.telemetry.json")
+    logger = logging.getLogger(name)
     logger.handlers = [handler]
     logger.propagate = False
     logger.setLevel(logging.INFO)
@@ -126,11 +126,11 @@ def test_tracing_off_imports_no_opentelemetry_sdk() -> None:
 _MUX = struct.Struct(">BxxxI")
 
 
-async def test_the_channel_sends_the_request_id_and_logs_the_runners_lines_under_it(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+async def test_the_channel_sends_the_request_id_and_logs_the_runners_lines_under_it() -> None:
     """A runner loop on the far end of a real socket pair reads each frame, writes a log
-    line on its stderr stream and replies, multiplexed as Docker's attach stream is."""
+    line on its stderr stream and replies, multiplexed as Docker's attach stream is. The
+    channel is made inside another call (as a container started for a request is): its
+    runner's lines are never logged under that call's id."""
     seen: list[dict[str, object]] = []
 
     async def runner(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -143,28 +143,32 @@ async def test_the_channel_sends_the_request_id_and_logs_the_runners_lines_under
             writer.write(_MUX.pack(2, len(log)) + log + _MUX.pack(1, len(reply)) + reply)
             await writer.drain()
 
+    logger, out = _json_logger("sandbox.backends.channel")
     here, there = socket.socketpair()
     far_reader, far_writer = await asyncio.open_connection(sock=there)
     serving = asyncio.create_task(runner(far_reader, far_writer))
     reader, writer = await asyncio.open_connection(sock=here)
+    _, creating = context.begin("req-that-started-it")
     channel = RunnerChannel(reader, writer, "test")
+    context.end(creating)
     try:
-        with caplog.at_level(logging.WARNING, logger="sandbox.backends.channel"):
-            await channel.call({"op": "ping"}, 5.0)  # outside a call: no id is sent
-            _, token = context.begin("req-channel")
-            try:
-                await channel.call({"op": "ping"}, 5.0)
-            finally:
-                context.end(token)
-            await asyncio.sleep(0.05)
+        await channel.call({"op": "ping"}, 5.0)  # outside a call: no id is sent
+        _, token = context.begin("req-channel")
+        try:
+            await channel.call({"op": "ping"}, 5.0)
+        finally:
+            context.end(token)
+        await asyncio.sleep(0.05)
     finally:
         await channel.close()
         serving.cancel()
         far_writer.close()
+        logger.handlers = []
+        logger.propagate = True
     assert "request_id" not in seen[0]
     assert seen[1]["request_id"] == "req-channel" and seen[1]["op"] == "ping"
-    ids = [getattr(r, "request_id", None) for r in caplog.records if "hello" in r.getMessage()]
-    assert ids == [None, "req-channel"]
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["request_id"] for e in lines if "hello" in e["message"]] == [None, "req-channel"]
 
 
 def _sample(name: str, **labels: str) -> float:
