@@ -83,3 +83,4 @@ def configure(level: int, log_format: LogFormat = "text", *, with_request: bool 
         text = TEXT_FORMAT_WITH_REQUEST if with_request else TEXT_FORMAT
         handler.setFormatter(logging.Formatter(text, datefmt="%H:%M:%S"))
     logging.basicConfig(level=level, handlers=[handler])  # a no-op where logging is set up
+    logging.captureWarnings(True)  # Python's warnings are log lines too (JSON ones in json)
