@@ -15,6 +15,8 @@ import os
 from contextlib import AbstractContextManager
 from typing import Any
 
+from sandbox.errors import InvalidRequestError
+
 ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
 SERVICE_NAME = "sandbox"
 
@@ -73,18 +75,26 @@ class _Span:
 def configure(endpoint: str | None = None) -> bool:
     """Export spans to the OTLP/HTTP collector at ``endpoint`` (else ``$ENDPOINT_ENV``).
 
-    Returns whether tracing is on. Without an endpoint, nothing is imported.
+    Returns whether tracing is on. Without an endpoint, nothing is imported; without the
+    ``otel`` extra, :class:`~sandbox.errors.InvalidRequestError` says how to install it.
     """
     global _tracer, _provider, _otel
     endpoint = endpoint or os.environ.get(ENDPOINT_ENV)
     if not endpoint:
         return False
-    import opentelemetry.context
-    import opentelemetry.trace
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    try:
+        import opentelemetry.context
+        import opentelemetry.trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        raise InvalidRequestError(
+            f"traces to {endpoint} need the OpenTelemetry SDK and its OTLP/HTTP exporter "
+            f"({exc.name} is missing): install the otel extra (pip install -e '.[otel]'; "
+            f"make setup does), or unset --otel-endpoint and ${ENDPOINT_ENV}"
+        ) from None
 
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
     traces = endpoint.rstrip("/") + "/v1/traces"

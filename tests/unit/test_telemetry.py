@@ -11,6 +11,7 @@ import asyncio
 import io
 import json
 import logging
+import os
 import socket
 import struct
 import subprocess
@@ -23,7 +24,7 @@ from api.observe import call_class
 from sandbox.backends.channel import RunnerChannel
 from sandbox.evals.agents import TokenPrice, Tools
 from sandbox.runner.protocol import HEADER, decode_body, encode_frame
-from sandbox.telemetry import context, metrics
+from sandbox.telemetry import context, metrics, tracing
 from sandbox.telemetry.logs import CallFilter, JsonFormatter
 
 
@@ -116,7 +117,7 @@ def test_tracing_off_imports_no_opentelemetry_sdk() -> None:
         "sdk = sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk'))\n"
         "print(core, sdk)\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": sys.path[0] if sys.path[0] else "."}
+    env = {k: v for k, v in os.environ.items() if k != tracing.ENDPOINT_ENV}
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
     )
