@@ -172,11 +172,11 @@ TARGETS = {
             "#f",
             seq=lambda xs: f"(list {' '.join(xs)})" if xs else "(list)",
             call=lambda f, xs: f"({' '.join([f, *xs])})",
-            equal=lambda got, want: f"(unless (equal? {got} {want}) (error 'test \"failed\"))",
+            equal=lambda got, want: f'(unless (equal? {got} {want}) (error \'test "failed"))',
             close=lambda got, want: (
-                f"(unless (< (abs (- {got} {want})) 1e-6) (error 'test \"failed\"))"
+                f'(unless (< (abs (- {got} {want})) 1e-6) (error \'test "failed"))'
             ),
-            header="#lang racket\n",
+            header="#lang racket/base\n(require racket/list racket/string)\n",
         ),
         Target(
             "typescript",
