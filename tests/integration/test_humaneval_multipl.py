@@ -147,12 +147,12 @@ def test_most_off_by_one_mutants_fail(http: httpx.Client) -> None:
         if p["language"] in MUTATED and (mutant := off_by_one(p["canonical_solution"])) is not None
     ]
     results = evaluate(http, mutants)
-    failing = {k for k, r in results.items() if r["reward"] == 0.0}
-    per_language = {
-        language: sum(1 for k in failing if k.startswith(f"{language}/")) for language in MUTATED
-    }
-    # A mutant may be equivalent (a bound that does not matter); most are not.
-    assert all(count >= 11 for count in per_language.values()), per_language
+    for language in MUTATED:
+        judged = [k for k in results if k.startswith(f"{language}/")]
+        survived = [k for k in judged if results[k]["reward"] != 0.0]
+        # A mutant may be equivalent on these tests (a loop that may start one later,
+        # a map's value never read); few are. The survivors were read: all are.
+        assert len(judged) >= 8 and len(survived) <= len(judged) // 4, (language, survived)
 
 
 def test_run_code_passes_canonical_and_fails_null_bodies(http: httpx.Client) -> None:
