@@ -26,6 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.integration.evaluate_http import evaluate
+
 pytestmark = pytest.mark.docker
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "humaneval_multipl"
@@ -78,19 +80,6 @@ def item(problem: dict[str, Any], body: str, tag: str) -> dict[str, Any]:
     }
 
 
-def evaluate(http: httpx.Client, items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Judge a batch through /v1/evaluate; results by id."""
-    with http.stream(
-        "POST", "/v1/evaluate", json={"items": items, "concurrency": 8}, timeout=900
-    ) as response:
-        assert response.status_code == 200, response.read()
-        lines = [json.loads(line) for line in response.iter_lines() if line.strip()]
-    summary = lines[-1]
-    assert summary["done"] is True and summary["items"] == len(items)
-    assert summary["infra_errors"] == 0
-    return {line["id"]: line["result"] for line in lines[:-1]}
-
-
 def run_code(http: httpx.Client, problem: dict[str, Any], body: str) -> dict[str, Any]:
     """One program (prompt, body, tests) through SandboxFusion's /run_code."""
     response = http.post(
@@ -128,7 +117,7 @@ def test_canonical_solutions_pass_and_null_bodies_fail_through_evaluate(
 ) -> None:
     items = [item(p, p["canonical_solution"], "canonical") for p in PROBLEMS]
     items += [item(p, NULL_BODY[p["language"]], "null") for p in PROBLEMS]
-    results = evaluate(http, items)
+    results = evaluate(http, items, concurrency=8, timeout_s=900)
     wrong = {
         key: result
         for key, result in results.items()
@@ -146,7 +135,7 @@ def test_most_off_by_one_mutants_fail(http: httpx.Client) -> None:
         for p in PROBLEMS
         if p["language"] in MUTATED and (mutant := off_by_one(p["canonical_solution"])) is not None
     ]
-    results = evaluate(http, mutants)
+    results = evaluate(http, mutants, concurrency=8, timeout_s=900)
     for language in MUTATED:
         judged = [k for k in results if k.startswith(f"{language}/")]
         survived = [k for k in judged if results[k]["reward"] != 0.0]

@@ -37,6 +37,14 @@ def _string(value: str) -> str:
     return f'"{value}"'
 
 
+def _brackets(items: list[str]) -> str:
+    return f"[{', '.join(items)}]"
+
+
+def _call(function: str, args: list[str]) -> str:
+    return f"{function}({', '.join(args)})"
+
+
 @dataclass(frozen=True)
 class Target:
     """How one language writes comments, values, calls and assertions."""
@@ -46,10 +54,10 @@ class Target:
     true: str
     false: str
     none: str
-    seq: Callable[[list[str]], str]
-    call: Callable[[str, list[str]], str]
     equal: Callable[[str, str], str]
     close: Callable[[str, str], str]
+    seq: Callable[[list[str]], str] = _brackets
+    call: Callable[[str, list[str]], str] = _call
     header: str = ""
     test_header: str = ""
     test_footer: str = ""
@@ -89,8 +97,6 @@ TARGETS = {
             "true",
             "false",
             "null",
-            seq=lambda xs: f"[{', '.join(xs)}]",
-            call=lambda f, xs: f"{f}({', '.join(xs)})",
             equal=lambda got, want: f"assert({got} === {want});",
             close=lambda got, want: f"assert(abs({got} - {want}) < 1e-6);",
             header="<?php\n",
@@ -101,8 +107,6 @@ TARGETS = {
             "true",
             "false",
             "nil",
-            seq=lambda xs: f"[{', '.join(xs)}]",
-            call=lambda f, xs: f"{f}({', '.join(xs)})",
             equal=lambda got, want: f"raise 'test failed' unless {got} == {want}",
             close=lambda got, want: f"raise 'test failed' unless ({got} - {want}).abs < 1e-6",
         ),
@@ -113,7 +117,6 @@ TARGETS = {
             "false",
             "nil",
             seq=lambda xs: f"{{{', '.join(xs)}}}",
-            call=lambda f, xs: f"{f}({', '.join(xs)})",
             equal=lambda got, want: f"assert(deep_equal({got}, {want}))",
             close=lambda got, want: f"assert(math.abs({got} - {want}) < 1e-6)",
             test_header=(
@@ -133,8 +136,6 @@ TARGETS = {
             "1",
             "0",
             "undef",
-            seq=lambda xs: f"[{', '.join(xs)}]",
-            call=lambda f, xs: f"{f}({', '.join(xs)})",
             equal=lambda got, want: f'die "test failed\\n" unless deep_equal({got}, {want});',
             close=lambda got, want: f'die "test failed\\n" unless abs({got} - {want}) < 1e-6;',
             test_header=(
@@ -160,7 +161,6 @@ TARGETS = {
             "FALSE",
             "NULL",
             seq=lambda xs: f"c({', '.join(xs)})",
-            call=lambda f, xs: f"{f}({', '.join(xs)})",
             equal=lambda got, want: f"stopifnot(isTRUE(all.equal({got}, {want})))",
             close=lambda got, want: f"stopifnot(isTRUE(abs({got} - {want}) < 1e-6))",
         ),
@@ -184,8 +184,6 @@ TARGETS = {
             "true",
             "false",
             "null",
-            seq=lambda xs: f"[{', '.join(xs)}]",
-            call=lambda f, xs: f"{f}({', '.join(xs)})",
             equal=lambda got, want: f"assert.deepStrictEqual({got}, {want});",
             close=lambda got, want: f"assert.ok(Math.abs({got} - {want}) < 1e-6);",
             test_header='import assert from "assert";\n',
@@ -196,8 +194,6 @@ TARGETS = {
             "true",
             "false",
             "Nullable!string.init",
-            seq=lambda xs: f"[{', '.join(xs)}]",
-            call=lambda f, xs: f"{f}({', '.join(xs)})",
             equal=lambda got, want: f"    assert({got} == {want});",
             close=lambda got, want: f"    assert(abs({got} - {want}) < 1e-6);",
             header="import std.typecons;\n",
