@@ -52,11 +52,13 @@ ADDED = (
     "racket",
     "haskell",
     "ocaml",
+    "sql",
+    "verilog",
 )
 ORDER = FIRST_EIGHT + ADDED
-# Languages without problem sets: SQL and Verilog read no stdin, D_ut is D, and the
-# test-runner modes take tests as code (all in tests/api/test_compat_languages.py).
-NO_PROBLEM_SET = {"sql", "verilog", "d_ut"} | {n for n, lang in LANGUAGES.items() if lang.report}
+# Languages without problem sets: D_ut is D, and the test-runner modes take tests as
+# code (both in tests/api/test_compat_languages.py).
+NO_PROBLEM_SET = {"d_ut"} | {n for n, lang in LANGUAGES.items() if lang.report}
 COMPILED = {
     "c",
     "cpp",
@@ -71,6 +73,7 @@ COMPILED = {
     "ocaml",
     "kotlin_script",
     "racket",
+    "verilog",
 }
 ERROR_CLASSES = {"wrong_answer", "runtime_error", "timeout", "compile_error"}
 # SandboxFusion's names for our languages.
@@ -99,6 +102,7 @@ COMPILER_SIGN = {
     "ocaml": "Error",
     "kotlin_script": "error:",
     "racket": "main.rkt",
+    "verilog": "error",
 }
 # The first error line of each compiler, and the message it carries.
 FIRST_ERROR = re.compile(r"(?:\berror(?:\[E\d+\])?|main\.go:\d+:\d+): (?P<message>.+)")
