@@ -24,6 +24,8 @@ from .errors import InvalidRequestError
 
 # Toolchains that write caches under $HOME or elsewhere get them in /tmp.
 _GO_ENV = {"GOCACHE": "/tmp/.gocache", "GOPATH": "/tmp/.gopath", "GO111MODULE": "off"}
+# Matplotlib's config and font cache in /tmp, not the workspace (HOME); no GUI backend.
+_PYTHON_ENV = {"MPLCONFIGDIR": "/tmp/.matplotlib", "MPLBACKEND": "Agg"}
 # A small, fast-starting JVM: one GC thread, no C2 compiler for short programs.
 _JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
 _JAVA = "/usr/share/java"
@@ -185,7 +187,13 @@ def _d_ut_main(code: str) -> str | None:
 LANGUAGES: dict[str, Language] = {
     lang.name: lang
     for lang in (
-        Language("python", image="python", source_file="main.py", run=("python3", "main.py")),
+        Language(
+            "python",
+            image="python",
+            source_file="main.py",
+            run=("python3", "main.py"),
+            env=_PYTHON_ENV,
+        ),
         Language("bash", image="python", source_file="main.sh", run=("bash", "main.sh")),
         Language(
             "c",
@@ -371,6 +379,7 @@ LANGUAGES: dict[str, Language] = {
             source_file="test_main.py",
             # The platform's pytest harness (sandbox/runner/harness), in every image.
             run=("python3", "-I", "/opt/sandbox/runner/harness/pytest_channel.py", "test_main.py"),
+            env=_PYTHON_ENV,
             report="pytest",
             description="pytest on the code as a test file; its report on the runner's channel",
         ),

@@ -7,7 +7,8 @@ a reward loophole. Python hacks are complete modules that work both when
 imported and when run as a script; for other languages a *hook* is spliced
 into a program so that it runs before anything else (a constructor in C and
 C++, ``init`` in Go, a static initialiser in Java, the first statement of each
-function in Rust, the top of the file in scripts).
+function in Rust, an ``initial`` block of the testbench (else the first module) in
+Verilog, the top of the file in scripts and SQL).
 """
 
 from __future__ import annotations
@@ -881,7 +882,8 @@ def stub_test(path: str, original: bytes) -> bytes:
 def hook_program(language: str, code: str, *, output: str = "", sleep: bool = False) -> str | None:
     """``code`` with a hook that prints ``output`` and exits 0 (or sleeps) before anything else.
 
-    None when the hook cannot be placed (no class in Java, no function in Rust).
+    None when the hook cannot be placed (no class in Java, no function in Rust, no
+    module in Verilog).
     """
     text = json.dumps(output)
     if language == "python":
@@ -947,4 +949,28 @@ def hook_program(language: str, code: str, *, output: str = "", sleep: bool = Fa
             return None
         out.append(code[position:])
         return "".join(out)
+    if language == "sql":
+        return _sql_hook(output, sleep) + code
+    if language == "verilog":
+        header = _VERILOG_TESTBENCH.search(code) or _VERILOG_MODULE.search(code)
+        if header is None:
+            return None
+        # A zero-delay loop stops simulated time: no other process runs again.
+        action = "while (1) begin end" if sleep else f'begin $write("%s", {text}); $finish; end'
+        return code[: header.end()] + f"\n  initial {action}\n" + code[header.end() :]
     return None
+
+
+_VERILOG_TESTBENCH: Final = re.compile(r"\bmodule\s+tb\b[^;]*;")
+_VERILOG_MODULE: Final = re.compile(r"\bmodule\s+\w+[^;]*;")
+
+
+def _sql_hook(output: str, sleep: bool) -> str:
+    """SQLite shell lines that print ``output`` and exit 0 (or never finish a query)."""
+    if sleep:
+        return (
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)\n"
+            "SELECT COUNT(*) FROM c;\n"
+        )
+    text = output.removesuffix("\n").replace("'", "''")
+    return (f"SELECT '{text}';\n" if text else "") + ".exit 0\n"

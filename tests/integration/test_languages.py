@@ -14,12 +14,14 @@ reward 1.0, every wrong one reward 0.0 and its expected error class, never
 ``infra``.
 
 Also SandboxFusion's ``POST /run_code`` in every language (a greeting read from
-stdin, and compile errors), the refusal of an unknown language, and the refusal
-of same-process ``assert`` tests outside Python.
+stdin, and compile errors), the refusal of an unknown language, the refusal
+of same-process ``assert`` tests outside Python, and each library of the Python
+image's scientific stack at work.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
@@ -52,11 +54,13 @@ ADDED = (
     "racket",
     "haskell",
     "ocaml",
+    "sql",
+    "verilog",
 )
 ORDER = FIRST_EIGHT + ADDED
-# Languages without problem sets: SQL and Verilog read no stdin, D_ut is D, and the
-# test-runner modes take tests as code (all in tests/api/test_compat_languages.py).
-NO_PROBLEM_SET = {"sql", "verilog", "d_ut"} | {n for n, lang in LANGUAGES.items() if lang.report}
+# Languages without problem sets: D_ut is D, and the test-runner modes take tests as
+# code (both in tests/api/test_compat_languages.py).
+NO_PROBLEM_SET = {"d_ut"} | {n for n, lang in LANGUAGES.items() if lang.report}
 COMPILED = {
     "c",
     "cpp",
@@ -71,6 +75,7 @@ COMPILED = {
     "ocaml",
     "kotlin_script",
     "racket",
+    "verilog",
 }
 ERROR_CLASSES = {"wrong_answer", "runtime_error", "timeout", "compile_error"}
 # SandboxFusion's names for our languages.
@@ -99,6 +104,7 @@ COMPILER_SIGN = {
     "ocaml": "Error",
     "kotlin_script": "error:",
     "racket": "main.rkt",
+    "verilog": "error",
 }
 # The first error line of each compiler, and the message it carries.
 FIRST_ERROR = re.compile(r"(?:\berror(?:\[E\d+\])?|main\.go:\d+:\d+): (?P<message>.+)")
@@ -524,3 +530,94 @@ def test_unknown_language_is_refused(http: httpx.Client, path: str, body: dict[s
     assert "cobol" in error["message"]
     for language in ORDER:
         assert language in error["message"], error["message"]
+
+
+# ------------------------------------------------------------ the Python scientific stack
+
+# Each library the python image installs for datasets (the README's language table): a
+# small computation through /run_code, and what it prints.
+SCIENCE = {
+    "numpy": (
+        "import numpy as np\nprint(np.linalg.solve([[2, 1], [1, 3]], [3, 5]).round(6).tolist())\n",
+        "[0.8, 1.4]",
+    ),
+    "scipy": (
+        "from scipy.optimize import brentq\nfrom scipy.integrate import quad\n"
+        "root = brentq(lambda x: x * x - 2, 0, 2)\n"
+        "print(round(root, 6), round(quad(lambda x: x**2, 0, 3)[0], 6))\n",
+        "1.414214 9.0",
+    ),
+    "pandas": (
+        "import pandas as pd\n"
+        'frame = pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]})\n'
+        'print(frame.groupby("k")["v"].sum().to_dict())\n',
+        "{'a': 4, 'b': 2}",
+    ),
+    "sympy": (
+        "import sympy\nx = sympy.symbols('x')\n"
+        "print(sympy.factor(x**2 - 5 * x + 6), sympy.integrate(2 * x, (x, 0, 3)))\n",
+        "(x - 3)*(x - 2) 9",
+    ),
+    "sklearn": (
+        "from sklearn.linear_model import LinearRegression\n"
+        "model = LinearRegression().fit([[0], [1], [2]], [1, 3, 5])\n"
+        "print(round(float(model.coef_[0]), 6), round(float(model.intercept_), 6))\n",
+        "2.0 1.0",
+    ),
+    "networkx": (
+        "import networkx as nx\nprint(nx.shortest_path_length(nx.cycle_graph(6), 0, 4))\n",
+        "2",
+    ),
+    "matplotlib": (
+        "import matplotlib\nimport matplotlib.pyplot as plt\n"
+        "figure, axes = plt.subplots()\naxes.plot([0, 1], [0, 1])\naxes.set_title('line')\n"
+        "figure.savefig('plot.png')\n"
+        "print(matplotlib.get_backend().lower(), matplotlib.get_cachedir())\n",
+        "agg /tmp/.matplotlib",
+    ),
+    "PIL": (
+        "from PIL import Image\nimage = Image.new('RGB', (4, 3), 'red')\n"
+        "print(image.size, image.getpixel((0, 0)))\n",
+        "(4, 3) (255, 0, 0)",
+    ),
+    "seaborn": (
+        "import seaborn as sns\naxes = sns.barplot(x=['a', 'b'], y=[1, 2])\n"
+        "print(len(axes.patches))\n",
+        "2",
+    ),
+    "statsmodels": (
+        "import statsmodels.api as sm\n"
+        "fit = sm.OLS([1, 3, 5, 7], sm.add_constant([0, 1, 2, 3])).fit()\n"
+        "print(fit.params.round(6).tolist())\n",
+        "[1.0, 2.0]",
+    ),
+    "bs4": (
+        "from bs4 import BeautifulSoup\n"
+        "print(BeautifulSoup('<p>a<b>b</b></p>', 'lxml').get_text())\n",
+        "ab",
+    ),
+    "lxml": (
+        "from lxml import etree\n"
+        "print(etree.fromstring('<r><i>1</i><i>2</i></r>').xpath('sum(//i)'))\n",
+        "3.0",
+    ),
+}
+
+
+@pytest.mark.parametrize("library", sorted(SCIENCE))
+def test_python_scientific_stack(http: httpx.Client, library: str) -> None:
+    """Each library imports and computes in the sandbox (read-only root, HOME=/workspace),
+    with nothing on stderr (no cache directory warnings); matplotlib's figure is fetched."""
+    code, expected = SCIENCE[library]
+    fetch = ["plot.png"] if library == "matplotlib" else []
+    response = http.post(
+        "/run_code", json={"code": code, "language": "python", "fetch_files": fetch}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "Success", body
+    assert body["run_result"]["stdout"] == expected + "\n", body
+    assert body["run_result"]["stderr"] == "", body
+    if fetch:
+        png = base64.b64decode(body["files"]["plot.png"])
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000, png[:16]

@@ -174,6 +174,28 @@ async def test_shipped_task_and_problem_sets_are_clean(platform: Platform) -> No
     assert not problems, json.dumps(problems, indent=1)
 
 
+async def test_the_sql_and_verilog_hooks_take_over_the_program(platform: Platform) -> None:
+    """The probes' hooks run before the code in SQL and Verilog too (each probe's failure
+    shows the hook's own output or stall, not a build error), and every probe fails."""
+    languages = ROOT / "tests" / "data" / "languages"
+    report = await _check(
+        platform,
+        [languages / "sql.jsonl", languages / "verilog.jsonl"],
+        runs=1,
+        probes=("exit-zero", "print-success", "sleep-timeout"),
+    )
+    assert len(report.items) == 6
+    for item in report.items:
+        assert not item.failing, [f.message for f in item.findings]
+        trivial, probes = item.controls["trivial"], item.probes
+        assert set(probes) == {"exit-zero", "print-success", "sleep-timeout"}, item.key
+        assert trivial.outcome == "wrong_answer" and "(got '0\\n')" in str(trivial.reason)
+        assert probes["exit-zero"].outcome == "wrong_answer", probes["exit-zero"]
+        assert "(got '')" in str(probes["exit-zero"].reason), probes["exit-zero"]
+        assert "(got 'PASSED\\nOK" in str(probes["print-success"].reason), probes
+        assert probes["sleep-timeout"].outcome == "timeout", probes["sleep-timeout"]
+
+
 @pytest.mark.parametrize("policy", ["default", "gvisor"])
 async def test_a_file_written_right_after_the_mark_is_newer_than_it(
     platform: Platform, policy: str
