@@ -14,7 +14,7 @@ from sandbox.evals.catalog import TaskCatalog
 from sandbox.evals.episodes import EpisodeManager
 from sandbox.service.platform import Platform, PlatformSettings
 
-from . import errors
+from . import errors, ui
 from .deps import bind_priority_class
 from .middleware import BodyPolicy
 from .routers import (
@@ -90,4 +90,5 @@ def create_app(
     app.include_router(episodes.router)
     app.state.openenv = openenv.OpenEnvNames()
     app.include_router(openenv.router)
+    ui.install(app)
     return app
