@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -39,8 +40,11 @@ def create_app(
     *,
     fleet: str | None = None,
     fleet_config: Any = None,
+    runs_dir: Path = ui.DEFAULT_RUNS_DIR,
 ) -> FastAPI:
     """Build the app; the platform starts (policies checked, pool warmed) in the lifespan.
+
+    The console (``/ui``) finds evaluation, training and quality runs below ``runs_dir``.
 
     With ``fleet`` (``auto`` or ``ray://HOST:10001``) the platform is the fleet of host
     agents on that Ray cluster behind the same interface, scheduled by ``fleet_config``
@@ -90,5 +94,5 @@ def create_app(
     app.include_router(episodes.router)
     app.state.openenv = openenv.OpenEnvNames()
     app.include_router(openenv.router)
-    ui.install(app)
+    ui.install(app, runs_dir)
     return app

@@ -16,6 +16,9 @@ PAGES = (
     ("policies", "/ui/policies"),
     ("audit", "/ui/audit"),
     ("fleet", "/ui/fleet"),
+    ("evaluations", "/ui/evaluations"),
+    ("training", "/ui/training"),
+    ("quality", "/ui/quality"),
 )
 # Scripts and styles only from the service itself: nothing inline runs, whatever a page shows.
 CSP = (

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,22 +15,71 @@ import pytest
 import yaml
 
 from sandbox.service.tenants import hash_key, new_key
-from tests.conftest import Service
+from tests.conftest import REPO, SANDBOX_BIN, Service
 
 KEYS = {name: new_key() for name in ("admin", "team-a", "team-b")}
 
 
+TASK = REPO / "tests" / "data" / "tasks" / "fix-add"
+# A training log in the trainer's metrics.jsonl format (one line a step), for the curves.
+METRICS = [
+    {"step": 1, "reward": 0.2, "pass_rate": 0.1},
+    {"step": 2, "reward": 0.5, "pass_rate": 0.4, "held_out_pass_rate": 0.3},
+    {"step": 3, "reward": 0.7, "pass_rate": 0.6},
+]
+
+
+def evaluation_runs(runs: Path, state: Path) -> None:
+    """Two real evaluation runs of one task, by ``sandbox eval run``: oracle and null agents."""
+    children = [
+        subprocess.Popen(
+            [
+                str(SANDBOX_BIN),
+                "eval",
+                "run",
+                str(TASK),
+                "--agent",
+                agent,
+                "--no-progress",
+                "--out",
+                str(runs / "evals" / agent),
+            ],
+            env={**os.environ, "SANDBOX_STATE_DIR": str(state / agent)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for agent in ("oracle", "null")
+    ]
+    for child in children:
+        output, _ = child.communicate(timeout=300)
+        # null fails its task: exit 1 ("below target") is its outcome, not an error.
+        assert child.returncode in (0, 1), output.decode(errors="replace")
+
+
 @pytest.fixture(scope="package")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """``sandbox serve`` with keys for ``admin`` (an admin), ``team-a`` and ``team-b``."""
+    """``sandbox serve`` with keys for ``admin`` (an admin), ``team-a`` and ``team-b``, and
+    ``--runs-dir`` holding two evaluation runs and a training log."""
     root = tmp_path_factory.mktemp("console")
+    runs = root / "runs"
+    evaluation_runs(runs, root / "eval-state")
+    (runs / "train" / "demo").mkdir(parents=True)
+    (runs / "train" / "demo" / "metrics.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in METRICS)
+    )
     entries: list[dict[str, Any]] = [
         {"tenant": name, "key_sha256": hash_key(key), "admin": name == "admin"}
         for name, key in KEYS.items()
     ]
     keys = root / "keys.yaml"
     keys.write_text(yaml.safe_dump({"keys": entries}))
-    svc = Service("--keys", str(keys), env={"SANDBOX_STATE_DIR": str(root / "state")})
+    svc = Service(
+        "--keys",
+        str(keys),
+        "--runs-dir",
+        str(runs),
+        env={"SANDBOX_STATE_DIR": str(root / "state")},
+    )
     try:
         svc.wait_ready()
         yield svc

@@ -23,6 +23,9 @@ PAGES = {
     "policies": "/ui/policies?a=default&b=strict",
     "audit": "/ui/audit",
     "fleet": "/ui/fleet",
+    "evaluations": "/ui/evaluations",
+    "training": "/ui/training",
+    "quality": "/ui/quality",
 }
 
 
@@ -119,3 +122,31 @@ def test_hostile_stdout_does_not_run_in_the_browser(console: Service, admin: Wat
     page.locator("#executions a").first.click()
     expect(page.locator("#stdout")).to_contain_text("<script>window.pwned = 1</script>")
     assert page.evaluate("typeof window.pwned") == "undefined"
+
+
+def test_an_evaluation_report_opens_and_the_gate_compares(admin: Watched) -> None:
+    page = admin.page
+    page.goto("/ui/evaluations")
+    expect(page.locator("#runs tr")).to_have_count(2)
+    page.click("text=evals/oracle")
+    expect(page.locator("h1")).to_have_text("evaluation evals/oracle")
+    expect(page.locator("#summary")).to_contain_text("100.0%")
+    expect(page.locator("#trials")).to_contain_text("fix-add")
+    assert page.locator("#chart-outcomes rect").count() == 1
+    admin.screenshot("evaluation-report")
+    page.click("text=the full report page")
+    expect(page.locator("h1")).to_contain_text("Evaluation of")
+    admin.screenshot("evaluation-report-full")
+    page.goto("/ui/evaluations")
+    page.select_option("select[name=baseline]", "evals/oracle")
+    page.select_option("select[name=candidate]", "evals/null")
+    page.click("#compare-form button")
+    expect(page.locator("#verdict")).to_contain_text("verdict:")
+    expect(page.locator("#compare-tasks")).to_contain_text("fix-add")
+    admin.screenshot("evaluation-compare")
+
+
+def test_training_curves_are_drawn(admin: Watched) -> None:
+    admin.page.goto("/ui/training")
+    expect(admin.page.locator("h2")).to_have_text("train/demo")
+    assert admin.page.locator("svg[data-curve] polyline").count() == 3

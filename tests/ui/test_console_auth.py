@@ -46,6 +46,7 @@ def test_a_tenant_sees_only_its_own_executions(console: Service) -> None:
         assert http.get(f"/ui/executions/{b_id}").status_code == 404
         assert http.get("/ui/executions", params={"tenant": "team-b"}).status_code == 403
         assert http.get("/ui/audit", params={"tenant": "team-b"}).status_code == 403
+        assert http.get("/ui/evaluations").status_code == 403  # runs are the operator's
     with logged_in(console, "admin") as http:
         everyone = http.get("/ui/executions").text
         assert "<td>team-a</td>" in everyone and "<td>team-b</td>" in everyone

@@ -119,10 +119,16 @@ function tenantsChart() {
   barChart(document.getElementById("chart-quotas"), bars, ["held", "quota"]);
 }
 
+function bars() {
+  for (const node of document.querySelectorAll("svg[data-bars]")) {
+    const data = island(node.dataset.bars);
+    barChart(node, data.bars, data.names);
+  }
+}
+
 function curves() {
   for (const node of document.querySelectorAll("svg[data-curve]")) {
-    const series = JSON.parse(document.getElementById(node.dataset.curve).textContent);
-    lineChart(node, series);
+    lineChart(node, island(node.dataset.curve));
   }
 }
 
@@ -131,4 +137,5 @@ document.addEventListener("DOMContentLoaded", () => {
   if (tiles) liveOverview(tiles);
   if (document.getElementById("tenants-data")) tenantsChart();
   curves();
+  bars();
 });
