@@ -120,12 +120,17 @@ async def evaluations_page(request: Request, tenant: PageTenant) -> HTMLResponse
     return page("evaluations", body, active="evaluations", tenant=tenant.name)
 
 
-@router.get("/evaluations/report")
-async def evaluation_report(
-    request: Request, tenant: PageTenant, run: Annotated[str, Query(max_length=500)]
-) -> HTMLResponse:
+RunName = Annotated[str, Query(max_length=500)]
+
+
+async def _report(request: Request, tenant: Any, run: str) -> dict[str, Any]:
     _admin_only(tenant)
-    report = await asyncio.to_thread(build_report, _run(request, "evaluation", run))
+    return await asyncio.to_thread(build_report, _run(request, "evaluation", run))
+
+
+@router.get("/evaluations/report")
+async def evaluation_report(request: Request, tenant: PageTenant, run: RunName) -> HTMLResponse:
+    report = await _report(request, tenant, run)
     facts, metrics = report["run"], report["metrics"]
     outcomes = metrics.get("outcomes", {})
     summary = table(
@@ -171,11 +176,10 @@ async def evaluation_report(
 
 @router.get("/evaluations/report.html")
 async def evaluation_report_page(
-    request: Request, tenant: PageTenant, run: Annotated[str, Query(max_length=500)]
+    request: Request, tenant: PageTenant, run: RunName
 ) -> HTMLResponse:
     """The evaluator's own self-contained report page (``sandbox eval report``)."""
-    _admin_only(tenant)
-    report = await asyncio.to_thread(build_report, _run(request, "evaluation", run))
+    report = await _report(request, tenant, run)
     return HTMLResponse(render_html(report), headers={"Content-Security-Policy": REPORT_CSP})
 
 
@@ -183,8 +187,8 @@ async def evaluation_report_page(
 async def evaluation_compare(
     request: Request,
     tenant: PageTenant,
-    baseline: Annotated[str, Query(max_length=500)],
-    candidate: Annotated[str, Query(max_length=500)],
+    baseline: RunName,
+    candidate: RunName,
 ) -> HTMLResponse:
     _admin_only(tenant)
     base = _run(request, "evaluation", baseline)
