@@ -208,7 +208,7 @@ async def tenants_page(platform: PlatformDep, tenant: PageTenant) -> HTMLRespons
     usage: list[dict[str, Any]] = []
     for t in {t.name: t for t in shown}.values():
         quotas = platform.keyring.quotas(t.name)
-        held = pool.held(t.name) if pool is not None else 0
+        held = pool.held(t.name) if hasattr(pool, "held") else 0  # a fleet's pool: per host
         opened = len(sessions.sessions_of(t.name)) if sessions is not None else 0
         usage.append(
             {

@@ -21,6 +21,7 @@ KEYS = {name: new_key() for name in ("admin", "team-a", "team-b")}
 
 
 TASK = REPO / "tests" / "data" / "tasks" / "fix-add"
+PROBLEMS = REPO / "tests" / "data" / "quality" / "star-import.jsonl"
 # A training log in the trainer's metrics.jsonl format (one line a step), for the curves.
 METRICS = [
     {"step": 1, "reward": 0.2, "pass_rate": 0.1},
@@ -29,26 +30,24 @@ METRICS = [
 ]
 
 
-def evaluation_runs(runs: Path, state: Path) -> None:
-    """Two real evaluation runs of one task, by ``sandbox eval run``: oracle and null agents."""
+def real_runs(runs: Path, state: Path) -> None:
+    """Two real evaluation runs of one task by ``sandbox eval run`` (oracle and null agents)
+    and a real ``sandbox quality check`` of a planted problem, side by side."""
+    commands = {
+        agent: ["eval", "run", str(TASK), "--agent", agent, "--out", str(runs / "evals" / agent)]
+        for agent in ("oracle", "null")
+    }
+    quality_out = runs / "quality" / "star-import"
+    commands["quality"] = ["quality", "check", str(PROBLEMS), "--runs", "1"]
+    commands["quality"] += ["--probes", "exit-zero", "--out", str(quality_out)]
     children = [
         subprocess.Popen(
-            [
-                str(SANDBOX_BIN),
-                "eval",
-                "run",
-                str(TASK),
-                "--agent",
-                agent,
-                "--no-progress",
-                "--out",
-                str(runs / "evals" / agent),
-            ],
-            env={**os.environ, "SANDBOX_STATE_DIR": str(state / agent)},
+            [str(SANDBOX_BIN), *command, "--no-progress"],
+            env={**os.environ, "SANDBOX_STATE_DIR": str(state / name)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-        for agent in ("oracle", "null")
+        for name, command in commands.items()
     ]
     for child in children:
         output, _ = child.communicate(timeout=300)
@@ -59,10 +58,10 @@ def evaluation_runs(runs: Path, state: Path) -> None:
 @pytest.fixture(scope="package")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """``sandbox serve`` with keys for ``admin`` (an admin), ``team-a`` and ``team-b``, and
-    ``--runs-dir`` holding two evaluation runs and a training log."""
+    ``--runs-dir`` holding two evaluation runs, a quality report and a training log."""
     root = tmp_path_factory.mktemp("console")
     runs = root / "runs"
-    evaluation_runs(runs, root / "eval-state")
+    real_runs(runs, root / "run-state")
     (runs / "train" / "demo").mkdir(parents=True)
     (runs / "train" / "demo" / "metrics.jsonl").write_text(
         "".join(json.dumps(line) + "\n" for line in METRICS)

@@ -150,3 +150,10 @@ def test_training_curves_are_drawn(admin: Watched) -> None:
     admin.page.goto("/ui/training")
     expect(admin.page.locator("h2")).to_have_text("train/demo")
     assert admin.page.locator("svg[data-curve] polyline").count() == 3
+
+
+def test_a_quality_report_is_listed(admin: Watched) -> None:
+    admin.page.goto("/ui/quality")
+    expect(admin.page.locator("h2")).to_have_text("quality/star-import")
+    expect(admin.page.locator("main")).to_contain_text("[warning] star-import")
+    admin.screenshot("quality-report")

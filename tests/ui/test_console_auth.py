@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.conftest import Service
-from tests.ui.conftest import KEYS, logged_in, run
+from tests.ui.conftest import KEYS, api, logged_in, run
 
 pytestmark = pytest.mark.docker
 
@@ -64,3 +64,22 @@ def test_hostile_stdout_is_escaped(console: Service) -> None:
     assert "script-src 'self'" in response.headers["content-security-policy"]
     assert "<script>window.pwned" not in response.text and "<img src=x" not in response.text
     assert "&lt;script&gt;window.pwned = 1&lt;/script&gt;&lt;img src=x" in response.text
+
+
+def test_judged_submissions_are_never_recorded(console: Service) -> None:
+    """The hidden tests of a judgement must not show up in the console's executions."""
+    secret = "hidden-case-7177"
+    tests = {
+        "kind": "function",
+        "entry_point": "echo",
+        "cases": [{"args": [secret], "expected": secret}],
+    }
+    code = f"def echo(x):\n    print({secret!r})\n    return x\n"
+    with api(console, "team-a") as http:
+        response = http.post("/v1/judge", json={"code": code, "tests": tests})
+        assert response.status_code == 200 and response.json()["reward"] == 1.0
+    with logged_in(console, "admin") as http:
+        for execution_id in re.findall(
+            r'href="/ui/executions/(\d+)"', http.get("/ui/executions").text
+        ):
+            assert secret not in http.get(f"/ui/executions/{execution_id}").text
