@@ -74,7 +74,7 @@ def test_overview_updates_live_after_executions(console: Service, admin: Watched
     expect(page.locator("#p50_s")).not_to_have_text("-")
     assert page.locator("#chart-rate polyline").count() == 1
     assert page.locator("#chart-latency polyline").count() == 2
-    assert page.locator("#chart-groups rect").count() >= 3
+    assert page.locator("#chart-groups rect.bar").count() >= 3
     admin.screenshot("overview-live")
 
 
@@ -132,7 +132,7 @@ def test_an_evaluation_report_opens_and_the_gate_compares(admin: Watched) -> Non
     expect(page.locator("h1")).to_have_text("evaluation evals/oracle")
     expect(page.locator("#summary")).to_contain_text("100.0%")
     expect(page.locator("#trials")).to_contain_text("fix-add")
-    assert page.locator("#chart-outcomes rect").count() == 1
+    assert page.locator("#chart-outcomes rect.bar").count() == 1
     admin.screenshot("evaluation-report")
     page.click("text=the full report page")
     expect(page.locator("h1")).to_contain_text("Evaluation of")

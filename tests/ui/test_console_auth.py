@@ -47,6 +47,8 @@ def test_a_tenant_sees_only_its_own_executions(console: Service) -> None:
         assert http.get("/ui/executions", params={"tenant": "team-b"}).status_code == 403
         assert http.get("/ui/audit", params={"tenant": "team-b"}).status_code == 403
         assert http.get("/ui/evaluations").status_code == 403  # runs are the operator's
+        refusals = http.get("/ui/tenants").text  # the refusals above, as team-a's
+        assert "only an admin key may see another tenant&#x27;s data" in refusals
     with logged_in(console, "admin") as http:
         everyone = http.get("/ui/executions").text
         assert "<td>team-a</td>" in everyone and "<td>team-b</td>" in everyone

@@ -17,6 +17,12 @@ function text(parent, x, y, value, anchor) {
   return t;
 }
 
+function legend(svg, k, count, name) {
+  const x = W - 8 - 80 * (count - k);
+  el("rect", { x: x, y: H - 13, width: 10, height: 8, class: `key s${k}` }, svg);
+  text(svg, x + 14, H - 5, name);
+}
+
 function axes(svg, top) {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   el("line", { x1: PAD, y1: H - PAD, x2: W - 4, y2: H - PAD, class: "axis" }, svg);
@@ -36,7 +42,7 @@ function lineChart(svg, series) {
   series.forEach((s, k) => {
     const points = s.values.map((v, i) => (v === null ? null : `${x(i)},${y(v)}`)).filter(Boolean);
     if (points.length) el("polyline", { points: points.join(" "), class: `s${k}` }, svg);
-    text(svg, W - 8 - 70 * (series.length - k), H - 8, s.name);
+    legend(svg, k, series.length, s.name);
   });
 }
 
@@ -49,11 +55,11 @@ function barChart(svg, bars, names) {
   bars.forEach((b, i) => {
     b.values.forEach((v, k) => {
       const h = (v / top) * (H - PAD - 8);
-      el("rect", { x: PAD + i * slot + k * width + 4, y: H - PAD - h, width: width, height: h, class: `s${k}` }, svg);
+      el("rect", { x: PAD + i * slot + k * width + 4, y: H - PAD - h, width: width, height: h, class: `bar s${k}` }, svg);
     });
     text(svg, PAD + i * slot + 4, H - PAD + 12, b.label);
   });
-  names.forEach((name, k) => text(svg, W - 8 - 70 * (names.length - k), H - 4, name));
+  names.forEach((name, k) => legend(svg, k, names.length, name));
 }
 
 function island(id) {
