@@ -203,13 +203,13 @@ async def execution_page(
 @router.get("/tenants")
 async def tenants_page(platform: PlatformDep, tenant: PageTenant) -> HTMLResponse:
     shown = [t for t in platform.keyring.tenants() if tenant.config.admin or t.name == tenant.name]
-    pool = getattr(platform, "pool", None)
-    sessions = getattr(platform, "sessions", None)
+    held_by = getattr(platform.pool, "held", None)  # None on a fleet: held per host
+    opened_by = getattr(platform.sessions, "sessions_of", None)
     usage: list[dict[str, Any]] = []
     for t in {t.name: t for t in shown}.values():
         quotas = platform.keyring.quotas(t.name)
-        held = pool.held(t.name) if hasattr(pool, "held") else 0  # a fleet's pool: per host
-        opened = len(sessions.sessions_of(t.name)) if sessions is not None else 0
+        held = held_by(t.name) if held_by is not None else 0
+        opened = len(opened_by(t.name)) if opened_by is not None else 0
         usage.append(
             {
                 "tenant": t.name,
@@ -337,9 +337,9 @@ async def audit_page(
     records = await platform.audit_query(
         tenant=scope, kind=kind or None, since=since or None, until=until or None, limit=200
     )
-    audit = getattr(platform, "audit", None)
-    if audit is not None and tenant.config.admin:
-        intact, checked, broken = await asyncio.to_thread(audit.verify)
+    verify = getattr(platform.audit, "verify", None)  # None on a fleet: each host's own
+    if verify is not None and tenant.config.admin:
+        intact, checked, broken = await asyncio.to_thread(verify)
         state = (
             f"<p class=ok id=chain>chain intact: {checked} records verified</p>"
             if intact
@@ -347,7 +347,7 @@ async def audit_page(
             f"({checked} checked)</p>"
         )
     else:
-        state = "<p id=chain>the chain is verified for admin keys only</p>"
+        state = "<p id=chain>the chain is verified for admin keys, on a single host</p>"
     fields = "".join(
         f'<label>{name} <input name={name} value="{e(value)}" placeholder="{hint}"></label>'
         for name, value, hint in (
