@@ -1,5 +1,5 @@
-# Entry points: `make setup` (venv, the Harbor and OpenEnv venvs, Docker engine, images;
-# idempotent),
+# Entry points: `make setup` (venv, the Harbor and OpenEnv venvs, Docker engine, images,
+# promtool; idempotent),
 # `make up` (serve), `make test`, `make demo` (GRPO on sandbox rewards), `make bench`,
 # `make clean`.
 # The engine and the base image need root (debootstrap, dockerd).
@@ -9,10 +9,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup python-venv venv harbor-venv openenv-venv browser engine images up test demo demo-agent \
-	demo-agent-control bench clean
+.PHONY: setup python-venv venv harbor-venv openenv-venv browser engine images promtool up \
+	test demo demo-agent demo-agent-control bench clean
 
-setup: venv harbor-venv openenv-venv browser engine images
+setup: venv harbor-venv openenv-venv browser engine images promtool
 
 venv: $(STAMP)
 
@@ -66,7 +66,7 @@ browser:
 $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip --version >/dev/null 2>&1 || { \
 	  $(ENSURE_CAN_VENV); echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV) || exit 1; }
-	$(BIN)/python -m pip install --quiet -e '.[dev,rl,fleet,inspect,trl]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,rl,fleet,inspect,trl,otel]'
 	touch $(STAMP)
 
 # The Harbor provider's venv (sandbox/integrations/harbor.py): the `harbor` package needs
@@ -116,6 +116,38 @@ $(OPENENV_STAMP): pyproject.toml
 	  $(PYTHON) -m venv $(OPENENV_VENV) || exit 1; }
 	$(OPENENV_VENV)/bin/python -m pip install --quiet -e '.[openenv]'
 	touch $(OPENENV_STAMP)
+
+# promtool checks and unit-tests the alert rules in deploy/prometheus (tests/deploy). Debian
+# ships it in the `prometheus` package, whose daemon we do not want: policy-rc.d keeps the
+# install from starting it (one is made for the install when the machine has none), and
+# on systemd it is disabled so it does not start at boot either. Silent when promtool is
+# already on PATH.
+ENSURE_PROMTOOL = \
+	if ! command -v promtool >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "promtool is missing: apt-get install prometheus (its daemon is not started)"; \
+	    export DEBIAN_FRONTEND=noninteractive; guard=; \
+	    if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	      printf '\#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && \
+	      chmod 755 /usr/sbin/policy-rc.d && guard=1; \
+	    fi; \
+	    apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	      prometheus >/dev/null; status=$$?; \
+	    [ -z "$$guard" ] || rm -f /usr/sbin/policy-rc.d; \
+	    [ $$status = 0 ] || exit 1; \
+	    if [ -d /run/systemd/system ]; then \
+	      systemctl disable --now prometheus.service >/dev/null 2>&1 || true; \
+	    fi; \
+	  fi; \
+	  command -v promtool >/dev/null 2>&1 || { \
+	    echo "error: promtool is not installed (tests/deploy run it on the alert rules):" \
+	      "install Debian's prometheus package (as root: apt-get install prometheus, which" \
+	      "\`sudo make setup\` does) or put a promtool 2.x on PATH" >&2; \
+	    exit 1; }; \
+	fi
+
+promtool:
+	@$(ENSURE_PROMTOOL)
 
 engine: venv
 	$(BIN)/sandbox engine ensure

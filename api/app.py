@@ -14,10 +14,12 @@ from sandbox.core.sessions import SessionManager
 from sandbox.evals.catalog import TaskCatalog
 from sandbox.evals.episodes import EpisodeManager
 from sandbox.service.platform import Platform, PlatformSettings
+from sandbox.telemetry import tracing
 
 from . import errors, ui
 from .deps import bind_priority_class
 from .middleware import BodyPolicy
+from .observe import CallObserver
 from .routers import (
     audit,
     compat,
@@ -78,6 +80,7 @@ def create_app(
             if manager is not None:
                 await manager.close_all()
             await platform.close()
+            tracing.shutdown()  # the spans still batched go out
 
     app = FastAPI(
         title="Sandbox platform",
@@ -88,6 +91,7 @@ def create_app(
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)
+    app.add_middleware(CallObserver, routes=app.routes)  # outermost: sees every reply
     for module in (run, judge, sessions, environments, compat, pool, audit, health, fleet_routes):
         app.include_router(module.router)
     app.include_router(episodes.tasks_router)

@@ -12,6 +12,7 @@ from starlette.requests import HTTPConnection
 from sandbox.errors import AuthenticationError
 from sandbox.service.platform import Platform
 from sandbox.service.tenants import Tenant
+from sandbox.telemetry import context
 
 
 async def get_platform(request: Request) -> Platform:
@@ -39,7 +40,9 @@ async def get_tenant(
     that knows its caller depends on this, so none can skip the rate.
     """
     presented = bearer.credentials if bearer is not None else x_api_key
-    return platform.keyring.authenticate(presented)
+    tenant = platform.keyring.authenticate(presented)
+    context.bind_tenant(tenant.name)
+    return tenant
 
 
 async def tenant_slot(tenant: Annotated[Tenant, Depends(get_tenant)]) -> AsyncIterator[Tenant]:

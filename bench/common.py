@@ -6,6 +6,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -19,12 +20,21 @@ REPO = Path(__file__).resolve().parent.parent
 class Service(ServiceProcess):
     """``sandbox serve`` with a default policy sized for a benchmark."""
 
-    def __init__(self, *, warm: int, max_size: int | None = None, max_uses: int = 100_000) -> None:
+    def __init__(
+        self,
+        *args: str,
+        warm: int,
+        max_size: int | None = None,
+        max_uses: int = 100_000,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """``args``: extra ``sandbox serve`` flags; ``env``: extra environment."""
         self._policies = tempfile.TemporaryDirectory(prefix="bench-policies-")
         policy = yaml.safe_load((REPO / "policies" / "default.yaml").read_text())
         policy["pool"] = {"warm": warm, "max": max_size or warm, "max_uses": max_uses}
         Path(self._policies.name, "default.yaml").write_text(yaml.safe_dump(policy))
-        super().__init__(policies=Path(self._policies.name), log_dir=Path(self._policies.name))
+        directory = Path(self._policies.name)
+        super().__init__(*args, policies=directory, log_dir=directory, env=env)
 
     def stop(self, timeout: float = 60.0) -> None:
         super().stop(timeout)

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 BENCHMARKS = (
+    "bench_floor.py",
     "bench_run.py",
+    "bench_cpu.py",
     "bench_humaneval.py",
     "bench_fleet.py",
     "bench_environments.py",

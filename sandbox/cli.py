@@ -20,6 +20,8 @@ from typing import Any
 
 from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
 from sandbox.rl.command import register as register_train
+from sandbox.telemetry.logs import LOG_FORMATS, LogFormat
+from sandbox.telemetry.logs import configure as configure_logs
 
 logger = logging.getLogger("sandbox.cli")
 
@@ -134,6 +136,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from sandbox.policy import load_policy_dir
     from sandbox.service.platform import PlatformSettings
     from sandbox.service.tenants import Keyring
+    from sandbox.telemetry import tracing
 
     policies = load_policy_dir(args.policies)  # a bad policy stops us here, with its message
     unknown = sorted(set(args.warm or ()) - set(policies))
@@ -157,6 +160,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         start_concurrency=args.start_concurrency,
         snapshot_ttl_s=args.snapshot_ttl,
         snapshot_budget_bytes=args.snapshot_budget_mb << 20,
+        audit_verify_interval_s=args.audit_verify_interval,
     )
     fleet_config = None
     if args.fleet_config is not None and args.fleet is None:
@@ -165,11 +169,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from sandbox.fleet.config import load_fleet_config
 
         fleet_config = load_fleet_config(args.fleet_config)  # refused here, naming file and key
+    if tracing.configure(args.otel_endpoint):
+        logger.info("exporting traces to %s", args.otel_endpoint or "$" + tracing.ENDPOINT_ENV)
     uvicorn.run(
         create_app(settings, fleet=args.fleet, fleet_config=fleet_config, runs_dir=args.runs_dir),
         host=args.host,
         port=args.port,
         log_level="debug" if args.verbose else "info",
+        log_config=None,  # uvicorn's loggers (access log too) go through ours: text or JSON
         access_log=args.access_log,
     )
     return EXIT_OK
@@ -199,6 +206,18 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
     )
     serve.add_argument("--access-log", action="store_true", help="log every request")
     serve.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text, or json: one object per line with request_id and tenant (default: text)",
+    )
+    serve.add_argument(
+        "--otel-endpoint",
+        metavar="URL",
+        help="export OpenTelemetry traces over OTLP/HTTP to URL/v1/traces "
+        "(else $OTEL_EXPORTER_OTLP_ENDPOINT; neither: no tracing)",
+    )
+    serve.add_argument(
         "--snapshot-ttl",
         type=_at_least(0, float, above=True),
         default=DEFAULT_TTL_S,
@@ -211,6 +230,14 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         default=DEFAULT_BUDGET_BYTES >> 20,
         metavar="MB",
         help="disk for all tenants' snapshots together (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--audit-verify-interval",
+        type=_at_least(0, float, above=True),
+        default=None,
+        metavar="SECONDS",
+        help="walk the audit log's hash chain this often and publish sandbox_audit_chain_ok "
+        "in /metrics (default: never)",
     )
     serve.add_argument(
         "--keys", type=Path, help="API keys file (else $SANDBOX_API_KEYS_FILE / $SANDBOX_API_KEYS)"
@@ -548,6 +575,7 @@ def _eval_agent(args: argparse.Namespace) -> Any:
         OpenAIAgent,
         OracleAgent,
         ReplayAgent,
+        TokenPrice,
         openai_config_from_env,
     )
 
@@ -567,6 +595,7 @@ def _eval_agent(args: argparse.Namespace) -> Any:
             api_key_env=args.api_key_env,
             temperature=args.temperature,
             seed=args.seed,
+            price=TokenPrice(args.price_prompt_per_1k, args.price_completion_per_1k),
         )
         return OpenAIAgent(config)
     raise InvalidRequestError(
@@ -710,6 +739,15 @@ def _register_eval(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     run.add_argument("--temperature", type=float, default=0.0)
     run.add_argument("--seed", type=int, default=None)
+    for kind in ("prompt", "completion"):
+        run.add_argument(
+            f"--price-{kind}-per-1k",
+            type=_at_least(0, float),
+            default=0.0,
+            metavar="COST",
+            help=f"what 1,000 {kind} tokens cost (openai agent; default: 0): each call's "
+            "cost goes in the trajectory, the results and the report",
+        )
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     run.set_defaults(handler=_cmd_eval_run)
 
@@ -804,13 +842,12 @@ def _build_parser() -> argparse.ArgumentParser:
 _QUIET_COMMANDS = frozenset({"run", "policy", "pool", "fleet", "keys", "audit"})
 
 
-def _configure_logging(verbose: bool, command: str) -> None:
+def _configure_logging(verbose: bool, command: str, log_format: LogFormat) -> None:
     quiet = command in _QUIET_COMMANDS
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else (logging.WARNING if quiet else logging.INFO),
-        format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stderr,
+    configure_logs(
+        logging.DEBUG if verbose else (logging.WARNING if quiet else logging.INFO),
+        log_format,
+        with_request=command == "serve",
     )
     # Every HTTP request of docker-py would be logged at debug: keep that out.
     logging.getLogger("urllib3").setLevel(logging.WARNING)
@@ -822,7 +859,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sandbox`` console script; returns the exit code."""
     parser = _build_parser()
     args = parser.parse_args(argv)
-    _configure_logging(args.verbose, args.command)
+    _configure_logging(args.verbose, args.command, getattr(args, "log_format", "text"))
     handler: Handler = args.handler
     try:
         return handler(args)

@@ -6,6 +6,10 @@ attach protocol directly over the engine's unix socket with asyncio: one HTTP
 writes comes back multiplexed (an 8-byte header per chunk naming stdout or
 stderr); stdout carries the runner's frames, stderr its log.
 
+Each request carries the id of the HTTP call it serves (``request_id``, a field
+the runner ignores), and the runner's log lines are logged under the id of the
+request it last received.
+
 The container is created with ``StdinOnce``: when this connection closes
 (the service exits or is killed), the runner sees end of file, exits, and the
 container removes itself.
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import itertools
 import logging
 import struct
@@ -23,6 +28,7 @@ from typing import Any
 
 from ..errors import ContainerLostError, EngineError, SandboxTimeoutError
 from ..runner.protocol import HEADER, MAX_FRAME_BYTES, decode_body, encode_frame
+from ..telemetry import context
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +54,11 @@ class RunnerChannel:
         self._buffer = bytearray()
         self._log = bytearray()
         self._closed_reason: str | None = None
-        self._task = asyncio.create_task(self._read_loop(), name=f"runner-channel-{name}")
+        self._request_id: str | None = None  # of the call the runner serves (for its log)
+        # In a context of its own: it outlives the call that started the container.
+        self._task = asyncio.create_task(
+            self._read_loop(), name=f"runner-channel-{name}", context=contextvars.Context()
+        )
 
     @classmethod
     async def attach(cls, socket_path: str, api_version: str, container_id: str) -> RunnerChannel:
@@ -89,9 +99,12 @@ class RunnerChannel:
         try:
             if self._closed_reason is not None:
                 raise ContainerLostError(f"runner {self._name} is gone: {self._closed_reason}")
-            request_id = next(self._ids)
-            reply = await self._exchange({**message, "id": request_id}, timeout)
-            if reply.get("id") != request_id:
+            frame_id = next(self._ids)
+            self._request_id = context.request_id()
+            if self._request_id is not None:
+                message = {**message, "request_id": self._request_id}
+            reply = await self._exchange({**message, "id": frame_id}, timeout)
+            if reply.get("id") != frame_id:
                 self._fail("reply out of order")
                 raise ContainerLostError(f"runner {self._name} answered out of order")
             if follow_up:
@@ -217,4 +230,9 @@ class RunnerChannel:
         *lines, rest = self._log.split(b"\n")
         self._log = bytearray(rest[-_MAX_RUNNER_LOG_LINE:])
         for line in lines:
-            logger.warning("runner %s: %s", self._name, line.decode(errors="replace")[:4096])
+            logger.warning(
+                "runner %s: %s",
+                self._name,
+                line.decode(errors="replace")[:4096],
+                extra={"request_id": self._request_id},
+            )

@@ -20,7 +20,7 @@ from sandbox.errors import (
 from sandbox.languages import Language, get_language
 from sandbox.policy import LimitOverrides, Policy, Resources, effective_limits
 from sandbox.results import ExecLimits, ExecResult, ExecStatus
-from sandbox.telemetry import metrics
+from sandbox.telemetry import context, metrics, tracing
 from sandbox.telemetry.audit import AuditLog, code_hash
 
 logger = logging.getLogger(__name__)
@@ -132,6 +132,14 @@ def _ended(data: bytes) -> bytes:
     return data if not data or data.endswith(b"\n") else data + b"\n"
 
 
+def note_status(status: str) -> None:
+    """Note on the current call how an execution ended: ``infra`` or ``user`` unless ``ok``."""
+    if status == ExecStatus.INFRA_ERROR:
+        context.note_failure("infra")
+    elif status != ExecStatus.OK:
+        context.note_failure("user")
+
+
 RunObserver = Callable[[RunRequest, str, ExecResult, float], None]
 
 
@@ -184,30 +192,35 @@ class ExecutionService:
         started = time.perf_counter()
         built: ExecResult | None = None
         ran: ExecResult | None = None
-        try:
-            async with self.pool.lease(image, policy, tenant) as lease:
-                if language.compiled:
-                    built = await build(lease.sandbox, language, files, limits, env)
-                    files = {}
-                if built is None or built.status is ExecStatus.OK:
-                    ran = await lease.sandbox.exec(
-                        [*language.run, *request.args],
-                        limits=limits,
-                        stdin=request.stdin.encode(),
-                        env=env,
-                        files=files,
-                        fetch=[*request.fetch_files, *language.report_paths],
-                        channel=language.report == "pytest",
-                        reset_after=True,
-                    )
-                    if ran.anomalous:
-                        lease.retire(f"execution ended by the runner: {ran.reason}")
-        except (InfrastructureError, SandboxTimeoutError) as exc:
-            logger.warning("execution failed for infrastructure reasons: %s", exc)
-            ran = ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
-        status = (ran or built or ExecResult(status=ExecStatus.INFRA_ERROR)).status.value
-        if ran is None:
-            status = ExecStatus.COMPILE_ERROR.value
+        with tracing.span(
+            "execution", tenant=tenant, policy=policy.name, language=language.name
+        ) as span:
+            try:
+                async with self.pool.lease(image, policy, tenant) as lease:
+                    if language.compiled:
+                        built = await build(lease.sandbox, language, files, limits, env)
+                        files = {}
+                    if built is None or built.status is ExecStatus.OK:
+                        ran = await lease.sandbox.exec(
+                            [*language.run, *request.args],
+                            limits=limits,
+                            stdin=request.stdin.encode(),
+                            env=env,
+                            files=files,
+                            fetch=[*request.fetch_files, *language.report_paths],
+                            channel=language.report == "pytest",
+                            reset_after=True,
+                        )
+                        if ran.anomalous:
+                            lease.retire(f"execution ended by the runner: {ran.reason}")
+            except (InfrastructureError, SandboxTimeoutError) as exc:
+                logger.warning("execution failed for infrastructure reasons: %s", exc)
+                ran = ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
+            status = (ran or built or ExecResult(status=ExecStatus.INFRA_ERROR)).status.value
+            if ran is None:
+                status = ExecStatus.COMPILE_ERROR.value
+            span.set(status=status)
+        note_status(status)
         duration = time.perf_counter() - started
         metrics.record_execution(language.name, policy.name, status, duration)
         if self.audit is not None:

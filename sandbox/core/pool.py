@@ -43,6 +43,7 @@ from sandbox.errors import (
     SandboxError,
 )
 from sandbox.policy import Policy
+from sandbox.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -234,23 +235,26 @@ class Pool:
     @contextlib.asynccontextmanager
     async def lease(self, image: str, policy: Policy, tenant: str) -> AsyncIterator[Lease]:
         """Hold a clean sandbox of ``policy`` bound to ``tenant`` for the ``async with`` body."""
-        lease = await self.checkout(image, policy, tenant)
-        try:
-            yield lease
-        except _REQUEST_ERRORS:
-            raise  # the runner answered; the sandbox is reset and reused as usual
-        except BaseException as exc:
-            lease.retire(f"the lease ended with {type(exc).__name__}: {exc}")
-            raise
-        finally:
-            self.checkin(lease)
+        with tracing.span("lease", tenant=tenant, policy=policy.name) as span:
+            lease = await self.checkout(image, policy, tenant)
+            span.set(sandbox=lease.sandbox.id[:12])
+            try:
+                yield lease
+            except _REQUEST_ERRORS:
+                raise  # the runner answered; the sandbox is reset and reused as usual
+            except BaseException as exc:
+                lease.retire(f"the lease ended with {type(exc).__name__}: {exc}")
+                raise
+            finally:
+                self.checkin(lease)
 
     async def checkout(self, image: str, policy: Policy, tenant: str) -> Lease:
         """Take a clean sandbox for as long as the caller likes (sessions); see :meth:`checkin`."""
         if self._closed:
             raise InfrastructureError("the pool is shutting down")
         group = self._group(image, policy)
-        slot = await self._acquire(group, tenant)
+        with tracing.span("queue_wait", tenant=tenant, policy=policy.name):
+            slot = await self._acquire(group, tenant)
         return Lease(slot, group)
 
     def checkin(self, lease: Lease) -> None:
@@ -487,10 +491,12 @@ class Pool:
         self._spawn(self._reset(group, slot))
 
     async def _reset(self, group: _Group, slot: _Slot) -> None:
-        try:
-            problems = await slot.sandbox.reset()
-        except SandboxError as exc:
-            problems = [f"reset failed: {exc}"]
+        with tracing.span("reset", tenant=slot.tenant, policy=group.policy.name) as span:
+            try:
+                problems = await slot.sandbox.reset()
+            except SandboxError as exc:
+                problems = [f"reset failed: {exc}"]
+            span.set(status="clean" if not problems else "retired")
         async with group.changed:
             group.resetting.discard(slot)
             if problems or self._closed:

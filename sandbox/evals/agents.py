@@ -56,6 +56,7 @@ from sandbox.errors import (
 )
 from sandbox.policy.limits import MIN_TIME_S
 from sandbox.results import ExecStatus
+from sandbox.telemetry import metrics
 
 from .tasks import Task, TaskError
 
@@ -103,14 +104,28 @@ class AgentError(SandboxError):
     """The agent itself failed (its model endpoint, its trajectory file): not a verdict."""
 
 
+@dataclass(frozen=True)
+class TokenPrice:
+    """What a model's tokens cost per 1,000 (default 0: free, or not known)."""
+
+    prompt_per_1k: float = 0.0
+    completion_per_1k: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (
+            prompt_tokens * self.prompt_per_1k + completion_tokens * self.completion_per_1k
+        ) / 1000
+
+
 @dataclass
 class Usage:
-    """Tokens an agent's model spent, summed over its calls."""
+    """Tokens an agent's model spent, summed over its calls, and their cost."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     model_calls: int = 0
+    cost: float = 0.0
 
     def add(self, usage: Mapping[str, Any] | None) -> dict[str, int]:
         """Count one call's ``usage`` object; returns what it added."""
@@ -126,12 +141,13 @@ class Usage:
         self.model_calls += 1
         return added
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | float]:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
             "model_calls": self.model_calls,
+            "cost": self.cost,
         }
 
 
@@ -363,9 +379,14 @@ class Tools:
         tool_calls: int = 0,
         finish_reason: str | None = None,
         attempts: int = 1,
+        price: TokenPrice | None = None,
     ) -> None:
-        """Count one model call's tokens; they are attributed to the next step."""
+        """Count one model call's tokens and their cost at ``price``; both are attributed to
+        the next step, and counted in ``sandbox_model_*_total{source="eval"}``."""
         added = self.usage.add(usage)
+        cost = (price or TokenPrice()).cost(added["prompt_tokens"], added["completion_tokens"])
+        self.usage.cost += cost
+        metrics.record_model_call("eval", added["prompt_tokens"], added["completion_tokens"], cost)
         for key, value in added.items():
             self._pending_tokens[key] = self._pending_tokens.get(key, 0) + value
         self._model_call = self.usage.model_calls
@@ -376,6 +397,7 @@ class Tools:
                 "at_s": round(time.monotonic() - self.started, 4),
                 "duration_s": round(duration_s, 4),
                 "tokens": added,
+                "cost": round(cost, 8),
                 "usage_reported": bool(usage),
                 "attempts": attempts,
                 "finish_reason": finish_reason,
@@ -818,6 +840,7 @@ class OpenAIConfig:
     backoff_s: float = 1.0
     max_backoff_s: float = 60.0
     extra_body: dict[str, Any] = field(default_factory=dict)
+    price: TokenPrice = field(default_factory=TokenPrice)
 
 
 class OpenAIAgent(Agent):
@@ -945,6 +968,7 @@ class OpenAIAgent(Agent):
                 tool_calls=len(calls),
                 finish_reason=choice.get("finish_reason"),
                 attempts=attempts,
+                price=self.config.price,
             )
             echoed: dict[str, Any] = {"role": "assistant", "content": content}
             if calls:
@@ -997,6 +1021,7 @@ def openai_config_from_env(
     api_key_env: str,
     temperature: float,
     seed: int | None,
+    price: TokenPrice | None = None,
 ) -> OpenAIConfig:
     """The CLI's agent settings: the key is read from ``api_key_env`` (never a flag)."""
     key = os.environ.get(api_key_env)
@@ -1012,4 +1037,5 @@ def openai_config_from_env(
         api_key=key or None,
         temperature=temperature,
         seed=seed,
+        price=price or TokenPrice(),
     )

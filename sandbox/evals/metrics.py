@@ -198,6 +198,7 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     tests_s = math.fsum(float(r.get("tests_s") or 0.0) for r in records)
     steps = sum(int(r.get("steps") or 0) for r in records)
     model_calls = sum(int(r.get("model_calls") or 0) for r in records)
+    cost = math.fsum(float(r.get("cost") or 0.0) for r in records)
     return {
         **overall,
         "outcomes": {k: outcomes[k] for k in OUTCOME_ORDER if outcomes[k]}
@@ -208,6 +209,8 @@ def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "usage": {
             **tokens,
             "model_calls": model_calls,
+            "cost": cost,
+            "cost_per_trial": cost / trials if trials else 0.0,
             "steps": steps,
             "tokens_per_trial": tokens["total_tokens"] / trials if trials else 0.0,
             "steps_per_trial": steps / trials if trials else 0.0,

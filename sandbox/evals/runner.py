@@ -290,6 +290,7 @@ async def _run_trial(env: _Trial, task: Task, epoch: int) -> dict[str, Any]:
         "steps": 0,
         "tokens": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         "model_calls": 0,
+        "cost": 0.0,
         "setup_s": 0.0,
         "agent_s": 0.0,
         "tests_s": 0.0,
@@ -402,6 +403,7 @@ async def _trial_body(
     record["steps"] = tools.steps
     usage = tools.usage.as_dict()
     record["model_calls"] = usage.pop("model_calls")
+    record["cost"] = round(usage.pop("cost"), 8)
     record["tokens"] = usage
     crash = None if agent_task.cancelled() else agent_task.exception()
 

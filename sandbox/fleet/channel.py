@@ -9,8 +9,10 @@ opens one connection (:class:`ChannelClient`) whose first frame is the token. A 
 that does not show the token is dropped before anything it sent is read.
 
 Frames are a 4-byte length and a pickle, as Ray itself moves objects between the
-processes of a cluster: a call is ``(call id, method, args)``, its answer ``(call id,
-Reply)``. Calls are multiplexed; answers come back in any order.
+processes of a cluster: a call is ``(call id, method, args, request id)``, its answer
+``(call id, Reply)``. Calls are multiplexed; answers come back in any order. The agent
+serves each call under the HTTP request's id (:mod:`sandbox.telemetry.context`), so its
+pool's runner frames carry it as a single host's do.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Final
 
 from sandbox.errors import InfrastructureError
 from sandbox.fleet.wire import Reply
+from sandbox.telemetry import context
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +92,8 @@ class ChannelServer:
                 logger.warning("channel: a peer without the token was dropped")
                 return
             while True:
-                call_id, method, args = pickle.loads(await _read_frame(reader))
-                task = asyncio.create_task(self._answer(writer, call_id, method, args))
+                call_id, method, args, request_id = pickle.loads(await _read_frame(reader))
+                task = asyncio.create_task(self._answer(writer, call_id, method, args, request_id))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -100,9 +103,17 @@ class ChannelServer:
             writer.close()
 
     async def _answer(
-        self, writer: asyncio.StreamWriter, call_id: int, method: str, args: tuple[Any, ...]
+        self,
+        writer: asyncio.StreamWriter,
+        call_id: int,
+        method: str,
+        args: tuple[Any, ...],
+        request_id: str | None,
     ) -> None:
         if method in CALLS:
+            # The task runs in a copy of the server's context: the call opened here is its own.
+            if request_id is not None:
+                context.begin(request_id)
             reply = await getattr(self._target, method)(*args)
         else:
             reply = Reply(code="not_found", message=f"the channel serves no call {method!r}")
@@ -137,7 +148,7 @@ class ChannelClient:
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
         try:
-            self._writer.write(_frame((call_id, method, args)))
+            self._writer.write(_frame((call_id, method, args, context.request_id())))
             return await future
         finally:
             self._pending.pop(call_id, None)

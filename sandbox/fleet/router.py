@@ -102,6 +102,11 @@ QUEUED = metrics.Gauge(
     ["class"],
     registry=metrics.REGISTRY,
 )
+QUEUE_MAX = metrics.Gauge(
+    "sandbox_fleet_queue_max",
+    "Requests that may wait fleet-wide; one more is refused (429).",
+    registry=metrics.REGISTRY,
+)
 
 
 def _why_lost(exc: Exception) -> str:
@@ -518,12 +523,13 @@ class Router:
         """Every healthy host's metrics with its ``host`` label, and the router's own.
 
         The router's: calls routed per host and kind, hosts per state, the queue per
-        class, autoscale requests, its 429s. A host that does not answer within its
+        class and its bound, autoscale requests, its 429s. A host that does not answer within its
         heartbeat allowance is left out of this scrape.
         """
         if self.scheduler_stats is not None:
             for klass, length in self.scheduler_stats().queued.items():
                 QUEUED.labels(klass).set(length)
+        QUEUE_MAX.set(self.config.queue.max_waiting)
         hosts = self.healthy()
         timeout = self.heartbeat_s * self.config.health.missed_heartbeats
         texts = await asyncio.gather(

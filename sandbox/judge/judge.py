@@ -73,7 +73,7 @@ from sandbox.languages import Language, get_language
 from sandbox.policy import Policy
 from sandbox.results import ExecLimits, ExecResult, ExecStatus
 from sandbox.runner.harness import wire
-from sandbox.telemetry import metrics
+from sandbox.telemetry import context, metrics, tracing
 from sandbox.telemetry.audit import code_hash
 
 logger = logging.getLogger(__name__)
@@ -369,16 +369,22 @@ class Judge:
         """Judge one submission; infrastructure failures come back as reward None."""
         started = time.perf_counter()
         language, policy, limits, test_timeout, image = self.plan(request)
-        try:
-            async with self.pool.lease(image, policy, tenant) as lease:
-                result = await self._run(
-                    lease.sandbox, request, language, policy, limits, test_timeout, started
-                )
-                if result.error_class == "infra":
-                    lease.retire(result.message or "infrastructure error")
-        except (InfrastructureError, SandboxTimeoutError) as exc:
-            logger.warning("judging failed for infrastructure reasons: %s", exc)
-            result = unjudged(request, str(exc), started)
+        with tracing.span(
+            "judge", tenant=tenant, policy=policy.name, language=language.name
+        ) as span:
+            try:
+                async with self.pool.lease(image, policy, tenant) as lease:
+                    result = await self._run(
+                        lease.sandbox, request, language, policy, limits, test_timeout, started
+                    )
+                    if result.error_class == "infra":
+                        lease.retire(result.message or "infrastructure error")
+            except (InfrastructureError, SandboxTimeoutError) as exc:
+                logger.warning("judging failed for infrastructure reasons: %s", exc)
+                result = unjudged(request, str(exc), started)
+            span.set(status=result.error_class or "passed")
+        if result.error_class is not None:
+            context.note_failure("infra" if result.error_class == "infra" else "user")
         metrics.record_judgement(language.name, policy.name, result.error_class)
         if self.execution.audit is not None:
             self.execution.audit.record(

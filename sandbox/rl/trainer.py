@@ -30,6 +30,7 @@ import torch
 
 from ..errors import InfrastructureError
 from ..evals.compare import stratified_test
+from ..telemetry import metrics
 from .config import GrpoConfig, TrainConfig
 from .grpo import clipped_policy_loss, masked_group_advantages
 from .model import Rollout, build, completion_logprobs, sample_group
@@ -48,6 +49,8 @@ class Batch:
     texts: list[list[str]]
     generate_s: float
     generated_at: tuple[float, float]
+    prompt_tokens: int = 0  # the prompt once per completion sampled
+    completion_tokens: int = 0
 
 
 G = TypeVar("G")
@@ -167,7 +170,21 @@ class Trainer:
             rollouts.append(rollout)
             texts.append([self.tokenizer.decode(c) for c in rollout.completions])
         finished = time.monotonic()
-        return Batch(prompts, rollouts, texts, finished - started, (started, finished))
+        prompt_tokens = completion_tokens = 0
+        for rollout in rollouts:  # one call of the model per group; a local model costs 0
+            spent = len(rollout.prompt_ids) * len(rollout.completions)
+            made = sum(len(c) for c in rollout.completions)
+            metrics.record_model_call("rl", spent, made, 0.0)
+            prompt_tokens, completion_tokens = prompt_tokens + spent, completion_tokens + made
+        return Batch(
+            prompts,
+            rollouts,
+            texts,
+            finished - started,
+            (started, finished),
+            prompt_tokens,
+            completion_tokens,
+        )
 
     def verify(self, batch: Batch) -> Any:
         requests = [
@@ -422,6 +439,8 @@ class Trainer:
             "domains": {d: sum(v) / len(v) for d, v in per_domain.items() if v},
             **stats,
             "generate_s": round(batch.generate_s, 4),
+            "prompt_tokens": batch.prompt_tokens,
+            "completion_tokens": batch.completion_tokens,
             "verify_s": round(verdicts.finished - verdicts.started, 4),
             "verify_window": [verdicts.started, verdicts.finished],
             "generate_window": list(batch.generated_at),

@@ -10,9 +10,11 @@ and the image is used once built, without a restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
+import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -80,6 +82,13 @@ class PlatformSettings(BaseModel):
         default=None, description="API keys (else $SANDBOX_API_KEYS_FILE / $SANDBOX_API_KEYS)."
     )
     audit_path: Path = Field(default_factory=lambda: default_state_dir() / "audit.db")
+    audit_verify_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Walk the audit log's hash chain this often (sandbox_audit_chain_ok); "
+        "None: never.",
+    )
     snapshots_dir: Path | None = Field(
         default=None, description="Where snapshots are kept (default: snapshots/ by the audit log)."
     )
@@ -129,6 +138,7 @@ class Platform:
             raise NotFoundError(
                 f"cannot warm unknown policies {unknown}; known: {sorted(self.policies)}"
             )
+        metrics.declare_policies(self.policies)
         self.keyring = Keyring.from_environment(self.settings.keys_file)
         self.images: dict[str, str] = {}
         self._unbuilt: dict[str, tuple[float, str]] = {}  # name -> (checked at, why)
@@ -161,6 +171,7 @@ class Platform:
             load_environments_config(self.settings.environments_config),
         )
         self.sessions = SessionManager(self.execution, snapshots, self.environments)
+        self._audit_walks: asyncio.Task[None] | None = None
 
     @staticmethod
     def _image_names() -> set[str]:
@@ -226,6 +237,9 @@ class Platform:
         await self.pool.start()
         self._reaper = reaper.spawn(self.backend.owner)
         self.sessions.start()
+        interval = self.settings.audit_verify_interval_s
+        if interval is not None and self._audit_walks is None:
+            self._audit_walks = asyncio.create_task(self._walk_audit_every(interval))
         for name in self.settings.warm:
             policy = self.policies[name]
             for image in [self.image("python")]:
@@ -243,10 +257,41 @@ class Platform:
 
     async def close(self) -> None:
         """Destroy every sandbox and write the audit log out; idempotent."""
+        if self._audit_walks is not None:
+            self._audit_walks.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._audit_walks
         await self.evaluator.close()
         await self.sessions.close_all()
         await self.pool.close()
         self.audit.close()
+
+    async def verify_audit(self) -> None:
+        """Walk the audit log's hash chain off the loop and publish the result in the metrics.
+
+        A chain that cannot be read counts as broken; either is logged as an error.
+        """
+        try:
+            intact, count, broken = await asyncio.to_thread(self.audit.verify)
+        except sqlite3.Error as exc:
+            logger.error("could not walk the audit log %s: %s", self.audit.path, exc)
+            intact, count = False, 0
+        else:
+            if not intact:
+                logger.error(
+                    "the audit log %s is BROKEN at record %s (after %d good records): it was "
+                    "edited or cut outside the service; `sandbox audit verify --db %s` tells",
+                    self.audit.path,
+                    broken,
+                    count,
+                    self.audit.path,
+                )
+        metrics.observe_audit(intact, count, time.time())
+
+    async def _walk_audit_every(self, interval_s: float) -> None:
+        while True:
+            await self.verify_audit()
+            await asyncio.sleep(interval_s)
 
     def policy_names(self) -> Sequence[str]:
         return sorted(self.policies)
@@ -269,9 +314,11 @@ class Platform:
                         "starting": group.starting,
                         "resetting": group.resetting,
                     },
+                    group.create_failures_total,
                 )
                 for group in status.groups
             ],
             status.waiting,
+            status.max_waiting,
         )
         return metrics.exposition()

@@ -21,8 +21,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sandbox.fleet.config import DEFAULT_QUEUE
 from sandbox.host.labels import LABEL_OWNER
 from tests.conftest import SANDBOX_BIN, Service, metric
+from tests.deploy.names import SCRAPE_SERIES, missing, sample_names, used_names
 
 from .conftest import KEYS, client
 
@@ -214,6 +216,13 @@ def test_metrics_gather_every_host_under_its_host_label(fleet: Service) -> None:
     }
     assert "sandbox_fleet_autoscale_requests" in by_name
     assert all("host" in s.labels for s in by_name["sandbox_fleet_routed"].samples)
+    assert metric(text, "sandbox_fleet_queue_max") == DEFAULT_QUEUE
+    for host in hosts:  # what the alert rules read of each host
+        for family in ("sandbox_pool_start_failures", "sandbox_pool_max_waiting"):
+            assert any(s.labels.get("host") == host for s in by_name[family].samples), family
+    # Every name deploy/ uses, but the audit chain's (walked with --audit-verify-interval).
+    used = {n: p for n, p in used_names().items() if not n.startswith("sandbox_audit_chain_")}
+    assert missing(used, sample_names(text) | SCRAPE_SERIES) == {}
 
 
 def _burst(fleet: Service, tenant: str, n: int) -> tuple[list[int], float]:

@@ -362,6 +362,10 @@ def test_openai_agent_end_to_end(scripted_model: ScriptedModel, tmp_path: Path) 
         "0.5",
         "--seed",
         "7",
+        "--price-prompt-per-1k",
+        "0.5",
+        "--price-completion-per-1k",
+        "2",
         "--out",
         str(out),
         env={"EVAL_TEST_KEY": "sk-test-123", "SANDBOX_STATE_DIR": str(tmp_path / "state")},
@@ -400,11 +404,19 @@ def test_openai_agent_end_to_end(scripted_model: ScriptedModel, tmp_path: Path) 
     # Tokens from `usage`, summed; steps counted.
     assert record["tokens"] == {"prompt_tokens": 260, "completion_tokens": 26, "total_tokens": 286}
     assert record["model_calls"] == 4 and record["steps"] == 4
+    # Their cost at the prices given: 0.5 per 1k prompt tokens, 2 per 1k completion tokens.
+    assert record["cost"] == pytest.approx((260 * 0.5 + 26 * 2) / 1000)
     # Every step recorded with its action, observation, timing and tokens.
     trail = events(out / record["trajectory"])
     models = [e for e in trail if e["type"] == "model"]
     steps = [e for e in trail if e["type"] == "step"]
     assert [m["tokens"]["total_tokens"] for m in models] == [55, 66, 77, 88]
+    assert [m["cost"] for m in models] == [
+        pytest.approx(
+            (m["tokens"]["prompt_tokens"] * 0.5 + m["tokens"]["completion_tokens"] * 2) / 1000
+        )
+        for m in models
+    ]
     assert models[0]["attempts"] == 2 and models[1]["attempts"] == 1
     assert [s["tool"] for s in steps] == ["list_dir", "read_file", "write_file", "shell", "done"]
     assert [s["tokens"] and s["tokens"]["total_tokens"] for s in steps[:4]] == [55, None, 66, 77]
@@ -416,6 +428,7 @@ def test_openai_agent_end_to_end(scripted_model: ScriptedModel, tmp_path: Path) 
             assert "sk-test-123" not in path.read_text(errors="replace"), path
     report = json.loads((out / "report.json").read_text())
     assert report["metrics"]["usage"]["total_tokens"] == 286
+    assert report["metrics"]["usage"]["cost"] == pytest.approx(record["cost"])
 
 
 # ------------------------------------------------------------------------------ resume

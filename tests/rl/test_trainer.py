@@ -23,6 +23,7 @@ from sandbox.rl.model import Rollout
 from sandbox.rl.plots import plot_run, read_metrics
 from sandbox.rl.rewards import SandboxRewards
 from sandbox.rl.trainer import MAX_FAILED_BATCHES, Trainer
+from sandbox.telemetry.metrics import REGISTRY
 
 from ..conftest import Service
 
@@ -71,6 +72,14 @@ def test_the_held_out_pass_rate_rises_from_chance(trained: Trainer) -> None:
     rewards = [m["reward"] for m in metrics if m["step"] > 0]
     assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.3
     assert all(m["dropped_infra"] == 0 for m in metrics if m["step"] > 0)
+    # The model's tokens per step: the prompt once per completion, at most 2 new per completion.
+    steps = [m for m in metrics if m["step"] > 0]
+    assert all(m["prompt_tokens"] > 0 and m["prompt_tokens"] % 16 == 0 for m in steps)
+    assert all(0 < m["completion_tokens"] <= 8 * 16 * 2 for m in steps)
+    counted = REGISTRY.get_sample_value(
+        "sandbox_model_tokens_total", {"source": "rl", "kind": "completion"}
+    )
+    assert counted is not None and counted >= sum(m["completion_tokens"] for m in steps)
     # The log on disk is the history, and it plots.
     assert read_metrics(trained.out / "metrics.jsonl") == metrics
     png = plot_run(trained.out / "metrics.jsonl", trained.out / "training.png")

@@ -10,6 +10,7 @@ import pytest
 
 from sandbox.fleet.channel import TOKEN_BYTES, ChannelClient, ChannelClosedError, ChannelServer
 from sandbox.fleet.wire import Reply
+from sandbox.telemetry import context
 
 
 class Target:
@@ -62,7 +63,7 @@ async def test_a_peer_without_the_token_is_dropped_unread() -> None:
     target, server, port = await _served()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        call = pickle.dumps((1, "run_program", ("evil", "mallory")))
+        call = pickle.dumps((1, "run_program", ("evil", "mallory"), None))
         writer.write(b"\0" * TOKEN_BYTES + struct.pack("!I", len(call)) + call)
         assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, nothing answered
         writer.close()
@@ -87,3 +88,28 @@ async def test_a_call_in_flight_when_the_agent_goes_away_raises_channel_closed()
     assert client.closed
     with pytest.raises(ChannelClosedError):
         await client.call("run_program", "after", "alice")
+
+
+class IdTarget(Target):
+    """Answers with the request id it was called under."""
+
+    async def run_program(self, request: str, tenant: str) -> Reply:
+        return Reply(value=context.request_id())
+
+
+async def test_a_call_is_served_under_the_request_id_it_was_made_under() -> None:
+    server = ChannelServer(IdTarget(), "127.0.0.1")
+    port = await server.start()
+    client = await ChannelClient.open("127.0.0.1", port, server.token)
+    try:
+        assert (await client.call("run_program", "x", "alice")).value is None
+        _, token = context.begin("req-fleet-7")
+        try:
+            answered = await client.call("run_program", "x", "alice")
+        finally:
+            context.end(token)
+        assert answered.value == "req-fleet-7"
+        assert (await client.call("run_program", "x", "alice")).value is None
+    finally:
+        await client.close()
+        await server.close()
