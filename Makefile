@@ -9,10 +9,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup python-venv venv harbor-venv openenv-venv engine images promtool up test demo \
-	demo-agent demo-agent-control bench clean
+.PHONY: setup python-venv venv harbor-venv openenv-venv browser engine images promtool up \
+	test demo demo-agent demo-agent-control bench clean
 
-setup: venv harbor-venv openenv-venv engine images promtool
+setup: venv harbor-venv openenv-venv browser engine images promtool
 
 venv: $(STAMP)
 
@@ -39,6 +39,27 @@ ENSURE_CAN_VENV = \
 
 python-venv:
 	@$(ENSURE_CAN_VENV)
+
+# The console's browser tests (tests/ui) drive Debian's chromium through Playwright (the dev
+# extra); Playwright's own browser download is not used. As root with apt-get it is installed
+# when missing; otherwise the error says what to install.
+CHROMIUM := /usr/bin/chromium
+ENSURE_CHROMIUM = \
+	if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "$(CHROMIUM) is missing: apt-get install chromium"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	      chromium >/dev/null || exit 1; \
+	  fi; \
+	  [ -x $(CHROMIUM) ] || { \
+	    echo "error: the console's browser tests need Debian's chromium at $(CHROMIUM):" \
+	      "install it (as root: apt-get install chromium, which \`sudo make setup\` does)" >&2; \
+	    exit 1; }; \
+	fi
+
+browser:
+	@$(ENSURE_CHROMIUM)
 
 # Re-install only when pyproject.toml is newer than the stamp. A venv without pip (left by
 # a failed `python3 -m venv`) is completed in place.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -15,7 +16,7 @@ from sandbox.evals.episodes import EpisodeManager
 from sandbox.service.platform import Platform, PlatformSettings
 from sandbox.telemetry import tracing
 
-from . import errors
+from . import errors, ui
 from .deps import bind_priority_class
 from .middleware import BodyPolicy
 from .observe import CallObserver
@@ -41,8 +42,11 @@ def create_app(
     *,
     fleet: str | None = None,
     fleet_config: Any = None,
+    runs_dir: Path = ui.DEFAULT_RUNS_DIR,
 ) -> FastAPI:
     """Build the app; the platform starts (policies checked, pool warmed) in the lifespan.
+
+    The console (``/ui``) finds evaluation, training and quality runs below ``runs_dir``.
 
     With ``fleet`` (``auto`` or ``ray://HOST:10001``) the platform is the fleet of host
     agents on that Ray cluster behind the same interface, scheduled by ``fleet_config``
@@ -94,4 +98,5 @@ def create_app(
     app.include_router(episodes.router)
     app.state.openenv = openenv.OpenEnvNames()
     app.include_router(openenv.router)
+    ui.install(app, runs_dir)
     return app

@@ -55,6 +55,17 @@ TenantDep = Annotated[Tenant, Depends(get_tenant)]
 WorkingTenantDep = Annotated[Tenant, Depends(tenant_slot)]
 
 
+CONSOLE_COOKIE = "sandbox_console_key"
+
+
+def presented_key(request: HTTPConnection) -> str | None:
+    """The API key a request presents: ``Authorization: Bearer``, else ``X-API-Key``."""
+    bearer = request.headers.get("authorization", "")
+    if bearer.lower().startswith("bearer "):
+        return bearer[7:]
+    return request.headers.get("x-api-key")
+
+
 _REQUEST_KINDS = (("/v1/evaluate", "batch"), ("/get_reward", "batch"), ("/v1/sessions", "session"))
 PRIORITY_HEADER = "X-Priority-Class"
 
@@ -68,10 +79,8 @@ async def bind_priority_class(request: HTTPConnection) -> None:
     admission = getattr(platform, "admission", None)
     if admission is None:
         return
-    bearer = request.headers.get("authorization", "")
-    presented = bearer[7:] if bearer.lower().startswith("bearer ") else None
     try:
-        tenant = platform.keyring.authenticate(presented or request.headers.get("x-api-key"))
+        tenant = platform.keyring.authenticate(presented_key(request))
     except AuthenticationError:
         return
     path = request.url.path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +14,10 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sandbox.errors import ERROR_CODES, CapacityError, SandboxError, status_and_code
+from sandbox.service.recent import Refusal
 from sandbox.telemetry import metrics
+
+from .deps import CONSOLE_COOKIE, presented_key
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +63,33 @@ def _response(
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
 
 
-async def _sandbox_error(_: Request, exc: Exception) -> JSONResponse:
+_REFUSED = (401, 403, 429)
+
+
+def _note_refusal(request: Request, status: int, code: str, message: str) -> None:
+    """Keep a refusal of the caller's key for the console's tenants page."""
+    platform: Any = getattr(request.app.state, "platform", None)
+    refusals = getattr(platform, "refusals", None)
+    if platform is None or refusals is None:
+        return
+    presented = presented_key(request) or request.cookies.get(CONSOLE_COOKIE)
+    tenant = platform.keyring.identify(presented)
+    refusals.record(
+        Refusal(
+            time=time.time(),
+            tenant=tenant.name if tenant is not None else None,
+            status=status,
+            code=code,
+            path=request.url.path,
+            message=message[:500],
+        )
+    )
+
+
+async def _sandbox_error(request: Request, exc: Exception) -> JSONResponse:
     status, code = status_and_code(exc)
+    if status in _REFUSED:
+        _note_refusal(request, status, code, str(exc))
     headers = None
     if isinstance(exc, CapacityError):
         headers = {"Retry-After": str(max(1, round(exc.retry_after)))}

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_BODY_BYTES = 64 << 20
+CONSOLE_PREFIX = "/ui/"
 _JSON = b"application/json"
 _LENIENT = (b"", b"application/x-www-form-urlencoded", b"text/plain")
 
@@ -44,6 +45,9 @@ class BodyPolicy:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith(CONSOLE_PREFIX):  # the console's own HTML forms
+            await self.app(scope, self._capped(receive), send)
             return
         headers: list[tuple[bytes, bytes]] = list(scope["headers"])
         content_type = b""

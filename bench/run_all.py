@@ -14,6 +14,7 @@ BENCHMARKS = (
     "bench_fleet.py",
     "bench_environments.py",
     "bench_episodes.py",
+    "bench_console.py",
 )
 
 

@@ -172,7 +172,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if tracing.configure(args.otel_endpoint):
         logger.info("exporting traces to %s", args.otel_endpoint or "$" + tracing.ENDPOINT_ENV)
     uvicorn.run(
-        create_app(settings, fleet=args.fleet, fleet_config=fleet_config),
+        create_app(settings, fleet=args.fleet, fleet_config=fleet_config, runs_dir=args.runs_dir),
         host=args.host,
         port=args.port,
         log_level="debug" if args.verbose else "info",
@@ -251,6 +251,14 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         "--fleet-config",
         type=Path,
         help="the fleet's scheduling config (priority classes, tenants, quotas; YAML)",
+    )
+    serve.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=Path("runs"),
+        metavar="DIR",
+        help="where the console (/ui) finds evaluation, training and quality runs "
+        "(default: %(default)s)",
     )
     serve.set_defaults(handler=_cmd_serve)
 

@@ -140,6 +140,9 @@ def note_status(status: str) -> None:
         context.note_failure("user")
 
 
+RunObserver = Callable[[RunRequest, str, ExecResult, float], None]
+
+
 class ExecutionService:
     """Runs :class:`RunRequest` s on a pool, under named policies."""
 
@@ -149,11 +152,14 @@ class ExecutionService:
         policies: Mapping[str, Policy],
         resolve_image: Callable[[str], str],
         audit: AuditLog | None = None,
+        observer: RunObserver | None = None,
     ) -> None:
+        """``observer`` is told of every program :meth:`run` finishes (the console's ring)."""
         self.pool = pool
         self.policies = policies
         self.resolve_image = resolve_image
         self.audit = audit
+        self.observer = observer
 
     def policy(self, name: str) -> Policy:
         try:
@@ -164,11 +170,14 @@ class ExecutionService:
 
     async def run(self, request: RunRequest, *, tenant: str) -> ExecResult:
         """Run one program; a failed build is ``compile_error``, infrastructure ``infra_error``."""
+        started = time.perf_counter()
         built, ran = await self.run_program(request, tenant=tenant)
-        if ran is not None:
-            return ran
-        assert built is not None
-        return built.model_copy(update={"status": ExecStatus.COMPILE_ERROR})
+        if ran is None:
+            assert built is not None
+            ran = built.model_copy(update={"status": ExecStatus.COMPILE_ERROR})
+        if self.observer is not None:
+            self.observer(request, tenant, ran, time.perf_counter() - started)
+        return ran
 
     async def run_program(
         self, request: RunRequest, *, tenant: str

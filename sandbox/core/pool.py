@@ -264,6 +264,10 @@ class Pool:
         lease.returned = True
         self._release(lease.group, lease._slot, lease.retire_reason)
 
+    def held(self, tenant: str) -> int:
+        """Sandboxes ``tenant`` holds or is starting (what ``max_concurrency`` bounds)."""
+        return self._held[tenant]
+
     def status(self) -> PoolStatus:
         return PoolStatus(
             groups=[group.status() for group in self._groups.values()],

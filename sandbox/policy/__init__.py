@@ -32,7 +32,15 @@ the dotted key and what to change. A request may only *lower* limits, through
 from .keys import _KeyedValueError as KeyedValueError
 from .limits import MOUNT_ALLOWLIST_ENV
 from .lint import lint_policy
-from .loader import load_policy, load_policy_dir, parse_config, parse_policy, read_config_file
+from .loader import (
+    extends_chain,
+    load_policy,
+    load_policy_dir,
+    parse_config,
+    parse_policy,
+    policy_file,
+    read_config_file,
+)
 from .messages import config_error
 from .model import (
     AllowRule,
@@ -68,11 +76,13 @@ __all__ = [
     "User",
     "config_error",
     "effective_limits",
+    "extends_chain",
     "lint_policy",
     "load_policy",
     "load_policy_dir",
     "load_yaml_mapping",
     "parse_config",
     "parse_policy",
+    "policy_file",
     "read_config_file",
 ]

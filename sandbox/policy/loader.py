@@ -359,3 +359,25 @@ def _policy_files(directory: Path) -> Iterator[Path]:
     for entry in directory.iterdir():
         if entry.suffix in POLICY_SUFFIXES and entry.is_file():
             yield entry
+
+
+def extends_chain(path: str | Path) -> list[Path]:
+    """The policy file at ``path`` then each file it ``extends``, nearest first.
+
+    For a directory that :func:`load_policy_dir` loaded (so the chain is known to be
+    sound: no cycle, no missing parent).
+    """
+    chain = [Path(path)]
+    for _ in range(MAX_EXTENDS_DEPTH):
+        current = chain[-1]
+        data = _load_yaml(read_config_file(current, str(current)), str(current))
+        if not isinstance(data, dict) or "extends" not in data:
+            break
+        chain.append(_find_parent(data["extends"], current.parent, str(current)))
+    return chain
+
+
+def policy_file(directory: str | Path, name: str) -> Path | None:
+    """The file in ``directory`` that holds policy ``name``, if any."""
+    found = [Path(directory) / f"{name}{suffix}" for suffix in POLICY_SUFFIXES]
+    return next((p for p in found if p.is_file()), None)

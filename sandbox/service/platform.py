@@ -41,6 +41,7 @@ from sandbox.judge.batches import Evaluator
 from sandbox.judge.judge import Judge
 from sandbox.languages import LANGUAGES
 from sandbox.policy import Policy, load_policy_dir
+from sandbox.service.recent import RecentExecutions, Refusals
 from sandbox.service.tenants import Keyring
 from sandbox.telemetry import metrics
 from sandbox.telemetry.audit import AuditLog, AuditRecord
@@ -152,7 +153,11 @@ class Platform:
             refill=refill,
         )
         self.audit = AuditLog(self.settings.audit_path)
-        self.execution = ExecutionService(self.pool, self.policies, self.image, self.audit)
+        self.recent = RecentExecutions()
+        self.refusals = Refusals()
+        self.execution = ExecutionService(
+            self.pool, self.policies, self.image, self.audit, observer=self.recent.record
+        )
         self.judge = Judge(self.execution)
         self.evaluator = Evaluator(self.judge)
         snapshots = SnapshotStore(

@@ -113,6 +113,11 @@ class Tenant:
         self._stamp = time.monotonic()
         self._lock = threading.Lock()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests of this tenant running now."""
+        return self._in_flight
+
     def allow_policy(self, policy: str) -> None:
         """Refuse (403) a policy this tenant's key does not list."""
         allowed = self.config.policies
@@ -205,9 +210,19 @@ class Keyring:
         """What ``tenant`` may hold (no limits for a name no key carries: anonymous, library)."""
         return self._quotas.get(tenant, UNLIMITED)
 
+    def tenants(self) -> list[Tenant]:
+        """One live tenant per configured key (the anonymous one when there are none)."""
+        return list(self._by_hash.values()) or [self.anonymous]
+
     @property
     def open(self) -> bool:
         return not self._by_hash
+
+    def identify(self, presented: str | None) -> Tenant | None:
+        """The tenant of a presented key without spending its rate; None for no known key."""
+        if self.open:
+            return self.anonymous
+        return self._by_hash.get(hash_key(presented)) if presented else None
 
     def authenticate(self, presented: str | None) -> Tenant:
         """The tenant a presented key belongs to, one request of its rate spent.
