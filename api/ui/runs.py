@@ -123,6 +123,14 @@ async def evaluations_page(request: Request, tenant: PageTenant) -> HTMLResponse
 RunName = Annotated[str, Query(max_length=500)]
 
 
+def _tokens(usage: dict[str, Any]) -> str:
+    """A run's model tokens: total, and prompt / completion where the report has them."""
+    total = usage.get("total_tokens", 0)
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    split = f" ({prompt} prompt, {completion} completion)" if prompt is not None else ""
+    return f"{total}{split}"
+
+
 async def _report(request: Request, tenant: Any, run: str) -> dict[str, Any]:
     _admin_only(tenant)
     return await asyncio.to_thread(build_report, _run(request, "evaluation", run))
@@ -133,6 +141,7 @@ async def evaluation_report(request: Request, tenant: PageTenant, run: RunName) 
     report = await _report(request, tenant, run)
     facts, metrics = report["run"], report["metrics"]
     outcomes = metrics.get("outcomes", {})
+    usage = metrics.get("usage", {})
     summary = table(
         ("", ""),
         [
@@ -142,6 +151,12 @@ async def evaluation_report(request: Request, tenant: PageTenant, run: RunName) 
             ("trials", f"{facts['finished_trials']} of {facts['expected_trials']}"),
             ("outcomes", ", ".join(f"{k} {v}" for k, v in outcomes.items())),
             ("infra errors", len(report["infra_errors"])),
+            ("model calls", usage.get("model_calls", 0)),
+            ("tokens", _tokens(usage)),
+            (
+                "cost",
+                f"{usage.get('cost', 0.0):.4f} ({usage.get('cost_per_trial', 0.0):.4f} a trial)",
+            ),
         ],
         body_id="summary",
     )
@@ -241,8 +256,13 @@ async def training_page(request: Request, tenant: PageTenant) -> HTMLResponse:
             for key in CURVES
             if any(r.get(key) is not None for r in records)
         ]
+        tokens = {
+            kind: sum(int(r.get(f"{kind}_tokens") or 0) for r in records)
+            for kind in ("prompt", "completion")
+        }
         sections.append(
-            f"<h2>{e(name)}</h2><p>{len(records)} steps</p>"
+            f"<h2>{e(name)}</h2><p>{len(records)} steps, the model's tokens: "
+            f"{tokens['prompt']} prompt, {tokens['completion']} completion</p>"
             f'<svg class=chart viewBox="0 0 600 160" data-curve=curve-{i}></svg>'
             + data_island(f"curve-{i}", series)
         )

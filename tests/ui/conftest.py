@@ -24,9 +24,9 @@ TASK = REPO / "tests" / "data" / "tasks" / "fix-add"
 PROBLEMS = REPO / "tests" / "data" / "quality" / "star-import.jsonl"
 # A training log in the trainer's metrics.jsonl format (one line a step), for the curves.
 METRICS = [
-    {"step": 1, "reward": 0.2, "pass_rate": 0.1},
-    {"step": 2, "reward": 0.5, "pass_rate": 0.4, "held_out_pass_rate": 0.3},
-    {"step": 3, "reward": 0.7, "pass_rate": 0.6},
+    {"step": 1, "reward": 0.2, "pass_rate": 0.1, "prompt_tokens": 100, "completion_tokens": 40},
+    {"step": 2, "reward": 0.5, "pass_rate": 0.4, "held_out_pass_rate": 0.3, "prompt_tokens": 120},
+    {"step": 3, "reward": 0.7, "pass_rate": 0.6, "completion_tokens": 2},
 ]
 
 

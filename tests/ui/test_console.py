@@ -131,6 +131,9 @@ def test_an_evaluation_report_opens_and_the_gate_compares(admin: Watched) -> Non
     page.click("text=evals/oracle")
     expect(page.locator("h1")).to_have_text("evaluation evals/oracle")
     expect(page.locator("#summary")).to_contain_text("100.0%")
+    # The oracle calls no model: its usage row says so rather than being left out.
+    expect(page.locator("#summary tr", has_text="model calls")).to_contain_text("0")
+    expect(page.locator("#summary tr", has_text="cost")).to_contain_text("0.0000")
     expect(page.locator("#trials")).to_contain_text("fix-add")
     assert page.locator("#chart-outcomes rect.bar").count() == 1
     admin.screenshot("evaluation-report")
@@ -149,6 +152,7 @@ def test_an_evaluation_report_opens_and_the_gate_compares(admin: Watched) -> Non
 def test_training_curves_are_drawn(admin: Watched) -> None:
     admin.page.goto("/ui/training")
     expect(admin.page.locator("h2")).to_have_text("train/demo")
+    expect(admin.page.locator("main")).to_contain_text("220 prompt, 42 completion")
     assert admin.page.locator("svg[data-curve] polyline").count() == 3
 
 
