@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+import asyncio
+
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 
 from ..deps import PlatformDep
@@ -28,9 +30,14 @@ async def healthz(platform: PlatformDep) -> Health:
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
-async def prometheus_metrics(platform: PlatformDep) -> Response:
+async def prometheus_metrics(request: Request, platform: PlatformDep) -> Response:
     """Prometheus text format: executions by status, latency histograms, pool sizes, queue depth.
 
     On a fleet: every healthy host's metrics with a ``host`` label, and the router's own.
+    Then whatever the app's ``state.extra_metrics`` give (the console: the runs' model
+    usage).
     """
-    return Response(await platform.metrics(), media_type="text/plain; version=0.0.4")
+    text = await platform.metrics()
+    for extra in getattr(request.app.state, "extra_metrics", []):
+        text += await asyncio.to_thread(extra)  # bytes, as the platform's
+    return Response(text, media_type="text/plain; version=0.0.4")

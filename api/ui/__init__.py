@@ -11,6 +11,7 @@ from . import runs
 from .auth import LoginRequired
 from .pages import STATIC, router
 from .runs import DEFAULT_RUNS_DIR
+from .usage import RunsUsageMetrics
 
 
 async def _to_login(_: Request, __: Exception) -> RedirectResponse:
@@ -19,8 +20,13 @@ async def _to_login(_: Request, __: Exception) -> RedirectResponse:
 
 def install(app: FastAPI, runs_dir: Path = DEFAULT_RUNS_DIR) -> None:
     """Serve the console's pages, their JSON and static files on ``app``; runs below
-    ``runs_dir`` for the evaluations, training and quality pages."""
+    ``runs_dir`` for the evaluations, training and quality pages, and their model usage
+    in ``/metrics``."""
     app.state.runs_dir = runs_dir
+    app.state.extra_metrics = [
+        *getattr(app.state, "extra_metrics", []),
+        RunsUsageMetrics(runs_dir).text,
+    ]
     app.mount("/ui/static", STATIC, name="ui-static")
     app.include_router(router)
     app.include_router(runs.router)
