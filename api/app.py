@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
 
 from sandbox.core.sessions import SessionManager
+from sandbox.errors import SandboxError
 from sandbox.evals.catalog import TaskCatalog
 from sandbox.evals.episodes import EpisodeManager
 from sandbox.service.platform import Platform, PlatformSettings
@@ -28,6 +31,7 @@ from .routers import (
     health,
     judge,
     openenv,
+    policies,
     pool,
     run,
     sessions,
@@ -43,6 +47,7 @@ def create_app(
     fleet: str | None = None,
     fleet_config: Any = None,
     runs_dir: Path = ui.DEFAULT_RUNS_DIR,
+    reload_on_sighup: bool = False,
 ) -> FastAPI:
     """Build the app; the platform starts (policies checked, pool warmed) in the lifespan.
 
@@ -51,6 +56,8 @@ def create_app(
     With ``fleet`` (``auto`` or ``ray://HOST:10001``) the platform is the fleet of host
     agents on that Ray cluster behind the same interface, scheduled by ``fleet_config``
     (a :class:`~sandbox.fleet.config.FleetConfig`); without it Ray is never imported.
+    With ``reload_on_sighup`` (``sandbox serve``: the app runs in the main thread) a SIGHUP
+    reloads the policies as ``POST /v1/policies/reload`` does.
     """
 
     @asynccontextmanager
@@ -73,10 +80,15 @@ def create_app(
         manager = EpisodeManager(sessions) if isinstance(sessions, SessionManager) else None
         tasks_dir = platform.settings.audit_path.parent / "tasks"
         app.state.episodes = episodes.Episodes(TaskCatalog(tasks_dir), manager)
+        hangup = reload_on_sighup and isinstance(platform, Platform)
         try:
             await platform.start()
+            if hangup:
+                _on_sighup(platform)
             yield
         finally:
+            if hangup:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             if manager is not None:
                 await manager.close_all()
             await platform.close()
@@ -92,7 +104,8 @@ def create_app(
     errors.install(app)
     app.add_middleware(BodyPolicy)
     app.add_middleware(CallObserver, routes=app.routes)  # outermost: sees every reply
-    for module in (run, judge, sessions, environments, compat, pool, audit, health, fleet_routes):
+    routers = (run, judge, sessions, environments, compat, pool, policies, audit, health)
+    for module in (*routers, fleet_routes):
         app.include_router(module.router)
     app.include_router(episodes.tasks_router)
     app.include_router(episodes.router)
@@ -100,3 +113,24 @@ def create_app(
     app.include_router(openenv.router)
     ui.install(app, runs_dir)
     return app
+
+
+SIGNAL_RELOADER = "signal:SIGHUP"  # who reloaded, in the audit log: no tenant name has a ':'
+
+
+def _on_sighup(platform: Platform) -> None:
+    """Reload ``platform``'s policies on SIGHUP (the loop's handler: uvicorn's own handlers
+    for SIGINT and SIGTERM are left as they are). A refusal is logged and audited."""
+    loop = asyncio.get_running_loop()
+    reloads: set[asyncio.Task[Any]] = set()
+
+    async def reload() -> None:
+        with suppress(SandboxError):  # refused: logged and audited by the platform
+            await platform.reload_policies(by=SIGNAL_RELOADER)
+
+    def start() -> None:
+        task = loop.create_task(reload(), name="policy-reload")
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, start)

@@ -172,7 +172,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if tracing.configure(args.otel_endpoint):
         logger.info("exporting traces to %s", args.otel_endpoint or "$" + tracing.ENDPOINT_ENV)
     uvicorn.run(
-        create_app(settings, fleet=args.fleet, fleet_config=fleet_config, runs_dir=args.runs_dir),
+        create_app(
+            settings,
+            fleet=args.fleet,
+            fleet_config=fleet_config,
+            runs_dir=args.runs_dir,
+            reload_on_sighup=True,
+        ),
         host=args.host,
         port=args.port,
         log_level="debug" if args.verbose else "info",
@@ -424,12 +430,43 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     return EXIT_ERROR if failed else EXIT_OK
 
 
+def _cmd_policy_reload(args: argparse.Namespace) -> int:
+    from sandbox.client import SandboxClient
+
+    with SandboxClient(args.url, api_key=args.api_key) as client:
+        changes = client.reload_policies()  # a refusal: PolicyError, printed, exit 2
+    if args.json:
+        sys.stdout.write(changes.model_dump_json(indent=2) + "\n")
+        return EXIT_OK
+    for version in changes.added:
+        sys.stdout.write(f"added     {version.name} ({version.digest[:12]})\n")
+    for change in changes.changed:
+        sys.stdout.write(
+            f"changed   {change.name} ({change.old_digest[:12]} -> {change.new_digest[:12]})\n"
+        )
+    for version in changes.removed:
+        sys.stdout.write(f"removed   {version.name} ({version.digest[:12]})\n")
+    for name in changes.unchanged:
+        sys.stdout.write(f"unchanged {name}\n")
+    return EXIT_OK
+
+
 def _register_policy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from sandbox.client import DEFAULT_URL
+
     policy = commands.add_parser("policy", help="security policies (YAML)")
     sub = policy.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
     check = sub.add_parser("check", help="validate and lint policy files (exit 2 if refused)")
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
     check.set_defaults(handler=_cmd_policy_check)
+    reload = sub.add_parser(
+        "reload",
+        help="make a running service re-read its policy directory (exit 2 if refused)",
+    )
+    reload.add_argument("--url", default=DEFAULT_URL, help="service URL (default: %(default)s)")
+    reload.add_argument("--api-key", "--key", dest="api_key", help="an admin API key")
+    reload.add_argument("--json", action="store_true")
+    reload.set_defaults(handler=_cmd_policy_reload)
 
 
 # --------------------------------------------------------------------------- pool

@@ -31,6 +31,7 @@ from sandbox.environments import ResourceRequest
 from sandbox.judge.batches import ItemLine, Summary, parse_lines
 from sandbox.judge.judge import JudgeRequest, JudgeResult
 from sandbox.policy.limits import MAX_TIME_S
+from sandbox.policy.versions import PolicyChanges
 
 from .errors import (
     CapacityError,
@@ -317,6 +318,13 @@ class SandboxClient:
     def pool(self) -> PoolStatus:
         """The pool's counts (``GET /v1/pool``)."""
         return PoolStatus.model_validate_json(self._request("GET", "/v1/pool").content)
+
+    def reload_policies(self) -> PolicyChanges:
+        """Re-read the service's policy directory (``POST /v1/policies/reload``, admin key):
+        what was added, changed, removed, unchanged. A refused set raises ``PolicyError``."""
+        return PolicyChanges.model_validate_json(
+            self._request("POST", "/v1/policies/reload").content
+        )
 
     def health(self) -> dict[str, Any]:
         """``GET /healthz``."""

@@ -15,5 +15,7 @@ router = APIRouter(prefix="/v1", tags=["pool"], route_class=TextJSONRoute)
 
 @router.get("/pool", response_model=PoolStatus, responses=error_responses(401, 429))
 async def pool_status(platform: PlatformDep, _: TenantDep) -> PoolStatus:
-    """Counts per (policy, image) group: idle, busy, starting, resetting, waiting."""
-    return platform.pool.status()
+    """Counts per (policy, image) group: idle, busy, starting, resetting, waiting; each
+    policy in force with its digest and when it was loaded."""
+    status: PoolStatus = platform.pool_status()
+    return status

@@ -285,14 +285,19 @@ async def policies_page(
         path = policy_file(directory, name)
         chain = [p.stem for p in extends_chain(path)] if path is not None else [name]
         warnings = lint_policy(policies[name])
+        version = platform.versions.get(name)
         rows.append(
             (
                 name,
+                version.digest[:12] if version is not None else "-",
+                version.loaded_at if version is not None else "-",
                 " \u2192 ".join(chain),
                 Markup("<br>".join(e(w) for w in warnings) or "none"),
             )
         )
-    listing = table(("policy", "extends chain", "lint warnings"), rows)
+    listing = table(
+        ("policy", "digest", "loaded", "extends chain", "lint warnings"), rows, body_id="policies"
+    )
     options = {
         side: "".join(
             f"<option{' selected' if n == chosen else ''}>{e(n)}</option>" for n in sorted(policies)

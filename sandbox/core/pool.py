@@ -13,6 +13,9 @@
 - When every sandbox is busy, leases wait in a bounded queue; past the bound,
   or past the lease timeout, :class:`~sandbox.errors.CapacityError` tells the
   caller when to retry.
+- :meth:`Pool.retire_policies` (a policy reload) retires the groups of old policy
+  versions: their idle sandboxes go at once, leased ones when their lease ends (never
+  reset and reused), and such a group is neither refilled nor listed once empty.
 - A :class:`RefillHook` (a fleet host's elastic sizing) is told how long each
   sandbox took to create and may hold warm refills back; without one (the
   single host) refills start as soon as a start slot is free.
@@ -29,7 +32,7 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from sandbox.backends.base import Backend, Sandbox
 from sandbox.core.quotas import QuotaLookup, unlimited
@@ -42,7 +45,7 @@ from sandbox.errors import (
     QuotaError,
     SandboxError,
 )
-from sandbox.policy import Policy
+from sandbox.policy import Policy, PolicyVersion
 from sandbox.telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -100,6 +103,8 @@ class GroupStatus(BaseModel):
 
     policy: str
     image: str
+    digest: str = ""
+    retiring: bool = False
     warm_target: int
     max: int
     idle: int
@@ -119,12 +124,16 @@ class PoolStatus(BaseModel):
     groups: list[GroupStatus]
     waiting: int
     max_waiting: int
+    policies: list[PolicyVersion] = Field(
+        default_factory=list, description="Each policy in force: its digest and load time."
+    )
 
 
 class _Group:
-    def __init__(self, image: str, policy: Policy) -> None:
+    def __init__(self, image: str, policy: Policy, *, retiring: bool = False) -> None:
         self.image = image
         self.policy = policy
+        self.retiring = retiring  # an old version of its policy: drained, never reused
         self.idle: list[_Slot] = []
         self.busy = 0
         self.starting = 0
@@ -150,6 +159,10 @@ class _Group:
         return any(slot.tenant == tenant for slot in self.resetting)
 
     @property
+    def drained(self) -> bool:
+        return self.retiring and self.total == 0 and self.waiting == 0
+
+    @property
     def unbound_ready(self) -> int:
         return sum(1 for slot in self.idle if slot.tenant is None) + self.starting
 
@@ -168,7 +181,9 @@ class _Group:
         return GroupStatus(
             policy=self.policy.name,
             image=self.image,
-            warm_target=self.warm,
+            digest=self.policy.digest,
+            retiring=self.retiring,
+            warm_target=0 if self.retiring else self.warm,
             max=self.policy.pool.max,
             idle=len(self.idle),
             idle_bound=sum(1 for slot in self.idle if slot.tenant is not None),
@@ -205,6 +220,8 @@ class Pool:
         self.health_interval_s = health_interval_s
         self._starts = asyncio.Semaphore(start_concurrency)
         self._groups: dict[tuple[str, str], _Group] = {}
+        self._draining: list[_Group] = []  # retiring groups whose key a live group took back
+        self._stale: set[str] = set()  # digests of retired policy versions
         self._tasks: set[asyncio.Task[None]] = set()
         self._health: asyncio.Task[None] | None = None
         self._closed = False
@@ -269,8 +286,9 @@ class Pool:
         return self._held[tenant]
 
     def status(self) -> PoolStatus:
+        self._drop_drained()
         return PoolStatus(
-            groups=[group.status() for group in self._groups.values()],
+            groups=[group.status() for group in self._all_groups()],
             waiting=self._waiting(),
             max_waiting=self.max_waiters,
         )
@@ -285,8 +303,8 @@ class Pool:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        closing = [slot.sandbox.close() for g in self._groups.values() for slot in g.idle]
-        for group in self._groups.values():
+        closing = [slot.sandbox.close() for g in self._all_groups() for slot in g.idle]
+        for group in self._all_groups():
             group.idle.clear()
             async with group.changed:
                 group.changed.notify_all()
@@ -297,11 +315,51 @@ class Pool:
         key = (image, policy.digest)
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = _Group(image, policy)
+            retiring = policy.digest in self._stale  # a request that took the policy before
+            group = self._groups[key] = _Group(image, policy, retiring=retiring)
         return group
 
+    def _all_groups(self) -> list[_Group]:
+        return [*self._groups.values(), *self._draining]
+
     def _waiting(self) -> int:
-        return sum(group.waiting for group in self._groups.values())
+        return sum(group.waiting for group in self._all_groups())
+
+    def retire_policies(self, names: set[str], keep: set[str]) -> set[tuple[str, str]]:
+        """Retire the groups of policies ``names`` (and of environments derived from them,
+        ``<name>.env-*``) whose digest is not in ``keep``, the digests now in force.
+
+        Idle sandboxes of those groups are destroyed now; leased ones when their lease
+        ends; none is reset and leased again. A later lease of a retired version (a
+        request that looked its policy up before the reload) gets a sandbox that is
+        retired after it too. Returns the (image, policy name) of the groups retired.
+        """
+        self._stale -= keep
+        retired: set[tuple[str, str]] = set()
+        for key, group in list(self._groups.items()):
+            digest = group.policy.digest
+            if group.retiring and digest in keep:
+                del self._groups[key]  # the version is in force again: a live group takes over
+                self._draining.append(group)
+            base = group.policy.name.split(".env-", 1)[0]
+            if group.retiring or digest in keep or base not in names:
+                continue
+            group.retiring = True
+            self._stale.add(digest)
+            retired.add((group.image, group.policy.name))
+            for slot in list(group.idle):
+                group.idle.remove(slot)
+                self._retire(group, slot, f"policy {group.policy.name!r} was reloaded")
+            self._spawn(self._notify(group))
+        self._drop_drained()
+        return retired
+
+    def _drop_drained(self) -> None:
+        """Forget retiring groups with nothing left in them."""
+        for key, group in list(self._groups.items()):
+            if group.drained:
+                del self._groups[key]
+        self._draining = [group for group in self._draining if not group.drained]
 
     async def _acquire(self, group: _Group, tenant: str) -> _Slot:
         deadline = time.monotonic() + self.lease_timeout_s
@@ -422,7 +480,7 @@ class Pool:
         return group.warm_target
 
     def _refill(self, group: _Group) -> None:
-        if self._closed:
+        if self._closed or group.retiring:
             return
         while (
             group.unbound_ready < group.warm
@@ -435,7 +493,7 @@ class Pool:
     def _may_refill(self, group: _Group) -> bool:
         if self.refill is None:
             return True
-        busy = sum(g.busy for g in self._groups.values())
+        busy = sum(g.busy for g in self._all_groups())
         return self.refill.may_refill(group.policy.name, busy, group.starting)
 
     async def _start(self, group: _Group, claim: asyncio.Future[_Slot] | None = None) -> None:
@@ -483,6 +541,8 @@ class Pool:
             retire_reason = "the sandbox died"
         if retire_reason is None and slot.uses >= group.policy.pool.max_uses:
             retire_reason = f"reached max_uses={group.policy.pool.max_uses}"
+        if retire_reason is None and group.retiring:
+            retire_reason = f"policy {group.policy.name!r} was reloaded"
         if retire_reason is not None or self._closed:
             self._retire(group, slot, retire_reason or "pool closing")
             self._spawn(self._notify(group))
@@ -499,6 +559,8 @@ class Pool:
             span.set(status="clean" if not problems else "retired")
         async with group.changed:
             group.resetting.discard(slot)
+            if group.retiring and not problems:
+                problems = [f"policy {group.policy.name!r} was reloaded"]
             if problems or self._closed:
                 self._retire(group, slot, "; ".join(problems) or "pool closing")
             else:
@@ -530,8 +592,9 @@ class Pool:
     async def _health_loop(self) -> None:
         while True:
             await asyncio.sleep(self.health_interval_s)
-            for group in list(self._groups.values()):
+            for group in self._all_groups():
                 await self._check_group(group)
+            self._drop_drained()
 
     async def _check_group(self, group: _Group) -> None:
         now = time.monotonic()

@@ -31,7 +31,7 @@ from sandbox.fleet.router import NAMESPACE, FleetStatus, Host, Router
 from sandbox.fleet.wire import Reply
 from sandbox.judge.batches import Evaluator
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
-from sandbox.policy import Policy, load_policy_dir
+from sandbox.policy import Policy, load_policy_dir, stamp_versions
 from sandbox.results import ExecResult, ExecStatus
 from sandbox.service.platform import ImageNotBuiltError, PlatformSettings
 from sandbox.service.tenants import Keyring
@@ -58,8 +58,9 @@ class FleetPool:
         self.router = router
 
     def status(self) -> PoolStatus:
-        groups: dict[tuple[str, str], dict[str, int]] = {}
+        groups: dict[tuple[str, str, str, bool], dict[str, int]] = {}
         waiting = max_waiting = 0
+        identity = {"policy", "image", "digest", "retiring"}
         for host in self.router.healthy():
             pool = host.status.pool if host.status else None
             if pool is None:
@@ -67,13 +68,14 @@ class FleetPool:
             waiting += pool.waiting
             max_waiting += pool.max_waiting
             for group in pool.groups:
-                counts = groups.setdefault((group.policy, group.image), {})
-                for name, value in group.model_dump(exclude={"policy", "image"}).items():
+                key = (group.policy, group.image, group.digest, group.retiring)
+                counts = groups.setdefault(key, {})
+                for name, value in group.model_dump(exclude=identity).items():
                     counts[name] = counts.get(name, 0) + value
         return PoolStatus(
             groups=[
-                GroupStatus(policy=policy, image=image, **counts)
-                for (policy, image), counts in sorted(groups.items())
+                GroupStatus(policy=policy, image=image, digest=digest, retiring=retiring, **counts)
+                for (policy, image, digest, retiring), counts in sorted(groups.items())
             ],
             waiting=waiting,
             max_waiting=max_waiting,
@@ -254,6 +256,7 @@ class FleetPlatform:
         self.address = address
         self.config = config or FleetConfig()
         self.policies = load_policy_dir(settings.policies_dir)
+        self.versions = stamp_versions(self.policies)
         self.keyring = Keyring.from_environment(settings.keys_file)
         self.router = Router(settings, self.config)
         self.admission = Admission(self.config, self.router.require_healthy)
@@ -296,6 +299,10 @@ class FleetPlatform:
 
     def policy_names(self) -> list[str]:
         return sorted(self.policies)
+
+    def pool_status(self) -> PoolStatus:
+        """The fleet's pool groups, and each policy with its digest and load time."""
+        return self.pool.status().model_copy(update={"policies": list(self.versions.values())})
 
     async def audit_query(self, **filters: Any) -> list[AuditRecord]:
         """Audit records of every healthy host, newest first (``AuditLog.query``'s filters)."""

@@ -4,7 +4,8 @@ The modules, one job each: :mod:`.limits` (named bounds and defaults), :mod:`.mo
 (the frozen model), :mod:`.paths` (mount and target checks), :mod:`.yaml_loader` (the
 hardened YAML loader tasks and configs reuse), :mod:`.loader` (policy files and
 ``extends:``), :mod:`.messages` (refusals that name file, key and fix; other config
-files reuse them through :func:`config_error`), :mod:`.lint`. The public names are
+files reuse them through :func:`config_error`), :mod:`.lint`, :mod:`.versions` (each
+policy's digest and load time, and what a reload changes). The public names are
 re-exported here.
 
 A policy is a YAML file (``policies/<name>.yaml``) that fixes what one sandbox
@@ -57,6 +58,7 @@ from .model import (
     User,
     effective_limits,
 )
+from .versions import PolicyChange, PolicyChanges, PolicyVersion, compare_versions, stamp_versions
 from .yaml_loader import load_yaml_mapping
 
 __all__ = [
@@ -70,10 +72,14 @@ __all__ = [
     "Mount",
     "Network",
     "Policy",
+    "PolicyChange",
+    "PolicyChanges",
+    "PolicyVersion",
     "PoolSettings",
     "Resources",
     "TmpfsSpec",
     "User",
+    "compare_versions",
     "config_error",
     "effective_limits",
     "extends_chain",
@@ -85,4 +91,5 @@ __all__ = [
     "parse_policy",
     "policy_file",
     "read_config_file",
+    "stamp_versions",
 ]

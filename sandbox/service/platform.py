@@ -4,7 +4,9 @@ Used by the HTTP service and by the command line alike, so both run code the
 same way. Start-up refuses a bad policy or a missing Python image instead of
 falling back to anything. The other images (polyglot) may be missing: their
 languages are refused with a 503 naming the image and ``sandbox images build``,
-and the image is used once built, without a restart.
+and the image is used once built, without a restart. :meth:`Platform.reload_policies`
+re-reads the policy directory while the service runs: a set that fails validation is
+refused whole, and sandboxes of a changed or removed policy's old version are retired.
 """
 
 from __future__ import annotations
@@ -29,18 +31,26 @@ from sandbox.core.pool import (
     DEFAULT_MAX_WAITERS,
     DEFAULT_START_CONCURRENCY,
     Pool,
+    PoolStatus,
     RefillHook,
 )
 from sandbox.core.sessions import SessionManager
 from sandbox.core.snapshots import DEFAULT_BUDGET_BYTES, DEFAULT_TTL_S, SnapshotStore
 from sandbox.environments import EnvironmentBuilder, load_environments_config
-from sandbox.errors import InfrastructureError, NotFoundError
+from sandbox.errors import InfrastructureError, NotFoundError, PolicyError
 from sandbox.host import reaper
 from sandbox.host.images import repo_root, resolve_image
 from sandbox.judge.batches import Evaluator
 from sandbox.judge.judge import Judge
 from sandbox.languages import LANGUAGES
-from sandbox.policy import Policy, load_policy_dir
+from sandbox.policy import (
+    Policy,
+    PolicyChanges,
+    PolicyVersion,
+    compare_versions,
+    load_policy_dir,
+    stamp_versions,
+)
 from sandbox.service.recent import RecentExecutions, Refusals
 from sandbox.service.tenants import Keyring
 from sandbox.telemetry import metrics
@@ -50,6 +60,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_POLICIES_DIR = repo_root() / "policies"
 STATE_DIR_ENV = "SANDBOX_STATE_DIR"
+RELOAD_AUDIT_KIND = "policy_reload"
 
 
 def default_state_dir() -> Path:
@@ -139,6 +150,8 @@ class Platform:
                 f"cannot warm unknown policies {unknown}; known: {sorted(self.policies)}"
             )
         metrics.declare_policies(self.policies)
+        self.versions: dict[str, PolicyVersion] = stamp_versions(self.policies)
+        self._reloading = asyncio.Lock()
         self.keyring = Keyring.from_environment(self.settings.keys_file)
         self.images: dict[str, str] = {}
         self._unbuilt: dict[str, tuple[float, str]] = {}  # name -> (checked at, why)
@@ -295,6 +308,65 @@ class Platform:
 
     def policy_names(self) -> Sequence[str]:
         return sorted(self.policies)
+
+    def pool_status(self) -> PoolStatus:
+        """The pool's groups, and each policy in force with its digest and load time."""
+        return self.pool.status().model_copy(update={"policies": list(self.versions.values())})
+
+    async def reload_policies(self, *, by: str) -> PolicyChanges:
+        """Re-read the policy directory and put the new set in force; ``by`` says who asked
+        (a tenant, or a signal), for the audit log.
+
+        The whole directory is validated first: any refusal (:class:`PolicyError` naming
+        the file, key and fix) leaves the set in force untouched. Otherwise the new set
+        replaces the old in one step; a changed or removed policy's sandboxes are retired
+        (idle ones now, leased ones when their lease ends), a changed one's pool is warmed
+        again under the new version, and unchanged policies' pools are left alone.
+        """
+        async with self._reloading:
+            directory = self.settings.policies_dir
+            try:
+                policies = await asyncio.to_thread(load_policy_dir, directory)
+                dropped = sorted(set(self.settings.warm) - set(policies))
+                if dropped:
+                    raise PolicyError(
+                        f"policies {dropped} are warmed at start (--warm) and would be gone; "
+                        "keep their files, or restart the service without warming them",
+                        source=str(directory),
+                    )
+            except PolicyError as exc:
+                self.audit.record(
+                    tenant=by, kind=RELOAD_AUDIT_KIND, verdict="refused", detail=str(exc)
+                )
+                logger.warning("policy reload by %s refused: %s", by, exc)
+                raise
+            versions = stamp_versions(policies, self.versions)
+            changes = compare_versions(self.versions, versions)
+            self.audit.record(
+                tenant=by,
+                kind=RELOAD_AUDIT_KIND,
+                verdict="applied",
+                detail=changes.model_dump_json(),
+            )
+            # One step, no await: every lookup sees either the old set or the new one.
+            self.policies.clear()
+            self.policies.update(policies)
+            self.versions = versions
+            metrics.declare_policies(self.policies)
+            keep = {version.digest for version in versions.values()}
+            retired = self.pool.retire_policies(changes.replaced, keep)
+            changed = {change.name for change in changes.changed}
+            for image, name in sorted(retired):
+                if name in changed:
+                    await self.pool.warm(image, policies[name])
+            logger.info(
+                "policies reloaded by %s: added %s, changed %s, removed %s",
+                by,
+                [v.name for v in changes.added],
+                sorted(changed),
+                [v.name for v in changes.removed],
+            )
+            return changes
 
     async def audit_query(self, **filters: Any) -> list[AuditRecord]:
         """Audit records, newest first (the filters of :meth:`AuditLog.query`), off the loop."""

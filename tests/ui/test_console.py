@@ -12,7 +12,7 @@ from playwright.sync_api import Browser, expect
 
 from tests.conftest import Service
 from tests.ui.browser import Watched, chromium
-from tests.ui.conftest import KEYS, run
+from tests.ui.conftest import KEYS, api, run
 
 pytestmark = pytest.mark.docker
 
@@ -97,10 +97,16 @@ def test_executions_filter_by_status(console: Service, admin: Watched) -> None:
     admin.screenshot("executions-filtered")
 
 
-def test_policy_diff_renders(admin: Watched) -> None:
+def test_policy_diff_renders(admin: Watched, console: Service) -> None:
     page = admin.page
     page.goto("/ui/policies")
     expect(page.locator("td", has_text="gvisor \u2192 default")).to_have_count(1)
+    # Each policy's digest and load time, as /v1/pool gives them.
+    with api(console, "admin") as client:
+        versions = {v["name"]: v for v in client.get("/v1/pool").json()["policies"]}
+    row = page.locator("#policies tr", has_text="strict")
+    expect(row).to_contain_text(versions["strict"]["digest"][:12])
+    expect(row).to_contain_text(versions["strict"]["loaded_at"])
     page.select_option("select[name=a]", "default")
     page.select_option("select[name=b]", "strict")
     page.click("#diff-form button")
