@@ -299,7 +299,13 @@ def _image_id(client: docker.DockerClient, ref: str) -> str | None:
 
 
 def _size(client: docker.DockerClient, ref: str) -> int:
-    return int(client.images.get(ref).attrs.get("Size", 0))
+    """An image's size; 0 when it is gone (a base removed once the build had it)."""
+    try:
+        return int(client.images.get(ref).attrs.get("Size", 0))
+    except ImageNotFound:
+        return 0
+    except (DockerException, requests.exceptions.RequestException) as exc:
+        raise EngineError(f"cannot inspect image {ref}: {exc}") from exc
 
 
 def _no_bytecode(_: str, names: list[str]) -> list[str]:
