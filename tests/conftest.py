@@ -128,12 +128,8 @@ def one_container_service(policies: Path) -> Iterator[Service]:
     """A service whose only policy (``default``) keeps one container and lets no request
     wait for it: a second concurrent request finds the pool saturated."""
     (policies / "default.yaml").write_text("pool: {warm: 1, max: 1}\n")
-    svc = Service("--max-waiting", "0", policies=policies, log_dir=policies)
-    try:
-        svc.wait_ready()
+    with Service("--max-waiting", "0", policies=policies, log_dir=policies) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 __all__ = [
@@ -161,12 +157,8 @@ async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Pl
 @pytest.fixture(scope="session")
 def service() -> Iterator[Service]:
     """The shipped policies, served on loopback for the whole session."""
-    svc = Service()
-    try:
-        svc.wait_ready()
+    with Service() as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ def overview(platform: Any, tenant: str | None) -> dict[str, Any]:
     return {
         "time": now,
         "executions_per_s": sum(1 for r in latest if r.time >= now - RATE_WINDOW_S) / RATE_WINDOW_S,
-        "executions_recorded": len(recent.select(tenant=tenant, limit=10**9)) if recent else 0,
+        "executions_recorded": recent.count(tenant) if recent else 0,
         "p50_s": quantile(durations, 0.5),
         "p99_s": quantile(durations, 0.99),
         "infra_errors": sum(1 for r in latest if r.status == "infra_error"),

@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
 import httpx
 
@@ -72,6 +73,18 @@ class ServiceProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def __enter__(self) -> Self:
+        """Wait until the service is ready (stopped if it never is); stopped on leaving."""
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout``; idempotent."""

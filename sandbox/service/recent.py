@@ -93,6 +93,11 @@ class RecentExecutions:
         )
         return list(itertools.islice(chosen, limit))
 
+    def count(self, tenant: str | None = None) -> int:
+        """How many executions the ring holds (of ``tenant``, if given)."""
+        with self._lock:
+            return sum(1 for r in self._ring if tenant is None or r.tenant == tenant)
+
     def get(self, execution_id: int) -> ExecutionRecord | None:
         return next((r for r in self._snapshot() if r.id == execution_id), None)
 

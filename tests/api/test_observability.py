@@ -35,8 +35,9 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, 
     policy = yaml.safe_load((REPO / "policies" / "default.yaml").read_text())
     policy["pool"] = {"warm": 1, "max": 2}
     (policies / "default.yaml").write_text(yaml.safe_dump(policy))
-    with collector() as (spans, endpoint):
-        svc = Service(
+    with (
+        collector() as (spans, endpoint),
+        Service(
             "--log-format",
             "json",
             "--access-log",
@@ -45,12 +46,9 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, 
             policies=policies,
             log_dir=policies,
             env={"OTEL_BSP_SCHEDULE_DELAY": "100"},
-        )
-        try:
-            svc.wait_ready()
-            yield svc, spans
-        finally:
-            svc.stop()
+        ) as svc,
+    ):
+        yield svc, spans
 
 
 def log_lines(svc: Service) -> list[dict[str, Any]]:

@@ -31,15 +31,11 @@ def test_metric_names_of_promql() -> None:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """A service that walks its audit chain every half second, with a queue bound of 7."""
     state = tmp_path_factory.mktemp("deploy-state")
-    svc = Service(
+    with Service(
         "--audit-verify-interval", "0.5", "--max-waiting", "7",
         log_dir=state, env={STATE_DIR_ENV: str(state)},
-    )  # fmt: skip
-    try:
-        svc.wait_ready()
+    ) as svc:  # fmt: skip
         yield svc
-    finally:
-        svc.stop()
 
 
 @pytest.mark.docker

@@ -327,11 +327,12 @@ def test_submission(batches: Batches, language: str, problem_id: str, label: str
         timed_out = [test for test in result["tests"] if test["verdict"] == "timeout"]
         assert timed_out, summary
         limit = problem["test_timeout_s"]
-        # The per-test limit was honoured, not the policy's 10 s wall.
-        assert all(test["time_s"] is None or test["time_s"] < limit + 1.5 for test in timed_out)
-        # Plus the build: scalac and kotlinc alone take 5 to 15 s on a loaded 2-core host.
-        slow_build = 12 if language in FIRST_EIGHT else 30
-        assert result["duration_s"] < limit + slow_build, summary
+        # The per-test limit was honoured, not the policy's 10 s wall: every timed-out test
+        # was timed by the runner (the whole duration adds the build, whose time is the
+        # machine's load, not the judge's).
+        assert all(
+            test["time_s"] is not None and test["time_s"] < limit + 1.5 for test in timed_out
+        ), summary
 
 
 @pytest.mark.parametrize(

@@ -71,14 +71,10 @@ def service(policies: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         {"tenant": "team", "key_sha256": hash_key(USER)},
     ]
     keys.write_text(yaml.safe_dump({"keys": entries}))
-    svc = Service(
+    with Service(
         "--keys", str(keys), policies=policies, log_dir=state, env={"SANDBOX_STATE_DIR": str(state)}
-    )
-    try:
-        svc.wait_ready()
+    ) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 @pytest.fixture(scope="module")

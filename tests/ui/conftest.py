@@ -72,18 +72,14 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     ]
     keys = root / "keys.yaml"
     keys.write_text(yaml.safe_dump({"keys": entries}))
-    svc = Service(
+    with Service(
         "--keys",
         str(keys),
         "--runs-dir",
         str(runs),
         env={"SANDBOX_STATE_DIR": str(root / "state")},
-    )
-    try:
-        svc.wait_ready()
+    ) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def api(service: Service, tenant: str) -> httpx.Client:

@@ -53,12 +53,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def service(runs: Path) -> Iterator[Service]:
-    svc = Service("--runs-dir", str(runs), env={"SANDBOX_STATE_DIR": str(runs.parent / "s")})
-    try:
-        svc.wait_ready()
+    with Service("--runs-dir", str(runs), env={"SANDBOX_STATE_DIR": str(runs.parent / "s")}) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def _scrape(service: Service) -> str:
