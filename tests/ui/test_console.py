@@ -5,6 +5,7 @@ Screenshots of every page go to ``test-artifacts/ui/``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -69,12 +70,27 @@ def test_overview_updates_live_after_executions(console: Service, admin: Watched
     before = int(page.locator("#executions_recorded").inner_text())
     for i in range(3):
         run(console, "team-b", f"print({i})")
+    run(console, "team-b", "raise SystemExit(3)")  # a call whose user code failed
+    with api(console, "team-b") as http:  # a refused call
+        assert http.post("/v1/run", json={"code": "1", "policy": "no-such"}).status_code == 404
     # No reload: the page's own polling (every 2 s) brings the new figures.
-    expect(page.locator("#executions_recorded")).to_have_text(str(before + 3), timeout=10_000)
+    expect(page.locator("#executions_recorded")).to_have_text(str(before + 4), timeout=10_000)
     expect(page.locator("#p50_s")).not_to_have_text("-")
     assert page.locator("#chart-rate polyline").count() == 1
     assert page.locator("#chart-latency polyline").count() == 2
     assert page.locator("#chart-groups rect.bar").count() >= 3
+    # The calls of the last 60 s by class, with each class's share, and their latency.
+    some = re.compile(r"^[1-9]\d* \(\d+\.\d%\)$")
+    for kind in ("ok", "user", "refused"):
+        expect(page.locator(f"#calls_{kind}")).to_have_text(some)
+    expect(page.locator("#calls_infra")).to_have_text(re.compile(r"^\d+ \(\d+\.\d%\)$"))
+    expect(page.locator("#calls_p99_s")).to_have_text(re.compile(r"^\d+\.\d ms$"))
+    expect(page.locator("#chart-calls polyline")).to_have_count(3)
+    # The runs' model usage: the training log's tokens; the evaluations called no model.
+    expect(page.locator("#model_prompt_tokens")).to_have_text("220")
+    expect(page.locator("#model_completion_tokens")).to_have_text("42")
+    expect(page.locator("#model_calls")).to_have_text("0")
+    expect(page.locator("#model_cost")).to_have_text("0.0000")
     admin.screenshot("overview-live")
 
 
@@ -158,7 +174,7 @@ def test_an_evaluation_report_opens_and_the_gate_compares(admin: Watched) -> Non
 def test_training_curves_are_drawn(admin: Watched) -> None:
     admin.page.goto("/ui/training")
     expect(admin.page.locator("h2")).to_have_text("train/demo")
-    expect(admin.page.locator("main")).to_contain_text("220 prompt, 42 completion")
+    expect(admin.page.locator("main")).to_contain_text("220 prompt, 42 completion; cost: none")
     assert admin.page.locator("svg[data-curve] polyline").count() == 3
 
 
