@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import Service
 from tests.ui.browser import Watched, chromium
@@ -131,6 +131,41 @@ def test_policy_diff_renders(admin: Watched, console: Service) -> None:
     assert rows.count() > 0
     expect(page.locator("#diff")).to_contain_text("resources.")
     admin.screenshot("policy-diff")
+
+
+def _search_audit(page: Page, url_has: str, **fields: str) -> list[tuple[int, str, str]]:
+    """Search the audit page with ``fields``; its rows as (id, time, kind)."""
+    for name, value in fields.items():
+        page.fill(f"#audit-form input[name={name}]", value)
+    page.click("#audit-form button")
+    page.wait_for_url(re.compile(url_has))
+    rows = page.locator("#audit tr")
+    return [
+        (int(cells[0]), cells[1], cells[3])
+        for cells in (rows.nth(i).locator("td").all_inner_texts() for i in range(rows.count()))
+    ]
+
+
+def test_audit_search_by_kind_and_by_time(console: Service, admin: Watched) -> None:
+    run(console, "team-a", "print('audited')")
+    with api(console, "team-a") as http:
+        tests = {"kind": "function", "entry_point": "f", "cases": [{"args": [1], "expected": 1}]}
+        judged = http.post("/v1/judge", json={"code": "def f(x):\n    return x\n", "tests": tests})
+        assert judged.status_code == 200
+    page = admin.page
+    page.goto("/ui/audit")
+    expect(page.locator("#chain")).to_contain_text("chain intact")
+    judgements = _search_audit(page, r"kind=judge", kind="judge")
+    assert judgements and {kind for _, _, kind in judgements} == {"judge"}
+    judgement, judged_at, _ = judgements[0]  # the newest: the one above
+    # From its time on: it, and nothing older; before it: the run made just before, not it.
+    since = _search_audit(page, r"kind=&since=\d", kind="", since=judged_at)
+    assert judgement in {i for i, _, _ in since}
+    assert all(at >= judged_at for _, at, _ in since)
+    until = _search_audit(page, r"since=&until=\d", since="", until=judged_at)
+    assert until and judgement not in {i for i, _, _ in until}
+    assert all(at < judged_at for _, at, _ in until) and until[0][2] == "run"
+    admin.screenshot("audit-search")
 
 
 def test_hostile_stdout_does_not_run_in_the_browser(console: Service, admin: Watched) -> None:
