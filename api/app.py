@@ -17,6 +17,7 @@ from sandbox.errors import SandboxError
 from sandbox.evals.catalog import TaskCatalog
 from sandbox.evals.episodes import EpisodeManager
 from sandbox.service.platform import Platform, PlatformSettings
+from sandbox.service.recent import RecentCalls
 from sandbox.telemetry import tracing
 
 from . import errors, ui
@@ -103,7 +104,8 @@ def create_app(
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)
-    app.add_middleware(CallObserver, routes=app.routes)  # outermost: sees every reply
+    calls = RecentCalls()
+    app.add_middleware(CallObserver, routes=app.routes, calls=calls)  # outermost: every reply
     routers = (run, judge, sessions, environments, compat, pool, policies, audit, health)
     for module in (*routers, fleet_routes):
         app.include_router(module.router)
@@ -111,7 +113,7 @@ def create_app(
     app.include_router(episodes.router)
     app.state.openenv = openenv.OpenEnvNames()
     app.include_router(openenv.router)
-    ui.install(app, runs_dir)
+    ui.install(app, runs_dir, calls)
     return app
 
 

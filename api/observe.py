@@ -8,7 +8,7 @@ ends it is counted in ``sandbox_calls_total{route,class}`` and timed in
 ``sandbox_call_seconds{route}``: class ``refused`` for a 4xx, ``infra`` for a
 5xx or an infrastructure failure noted below (an ``infra_error`` result),
 ``user`` when the user's code failed (noted by the execution and the judge),
-else ``ok``.
+else ``ok``; and kept, with its tenant, in a ring of recent calls for the console.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sandbox.service.recent import RecentCalls
 from sandbox.telemetry import context, metrics, tracing
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -38,9 +39,10 @@ def call_class(status: int, noted: context.FailureClass | None) -> str:
 class CallObserver:
     """Request id, ``request`` span and per-route call figures for every HTTP request."""
 
-    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute], calls: RecentCalls) -> None:
         self.app = app
         self.routes = routes  # the app's (for the route of a call refused before routing)
+        self.calls = calls
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,7 +73,9 @@ class CallObserver:
                     kind = call_class(status, call.failure)
                     route = self._route(scope)
                     span.set(route=route, tenant=call.tenant, status=status, **{"class": kind})
-                    metrics.record_call(route, kind, time.perf_counter() - started)
+                    seconds = time.perf_counter() - started
+                    metrics.record_call(route, kind, seconds)
+                    self.calls.record(route, call.tenant, kind, seconds)
         finally:
             context.end(token)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,11 +16,13 @@ from fastapi.staticfiles import StaticFiles
 from sandbox.errors import AuthenticationError, NotFoundError
 from sandbox.policy import extends_chain, lint_policy, policy_file
 from sandbox.results import ExecStatus
+from sandbox.service.tenants import Tenant
 
 from ..deps import CONSOLE_COOKIE, PlatformDep
 from .auth import DataTenant, PageTenant, scope_of
-from .overview import overview
+from .overview import call_figures, model_figures, overview
 from .render import CSP, Markup, data_island, e, link, page, table
+from .usage import RunsUsage
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 STATIC = StaticFiles(directory=Path(__file__).with_name("static"))
@@ -27,6 +30,10 @@ STATIC = StaticFiles(directory=Path(__file__).with_name("static"))
 
 def _when(stamp: float) -> str:
     return dt.datetime.fromtimestamp(stamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# The failure classes of sandbox_calls_total, as the overview labels them (ok aside).
+CALL_LABELS = {"ok": "ok", "user": "user code failed", "infra": "infra", "refused": "refused"}
 
 
 def _figure(value: float | None, unit: str = "s") -> str:
@@ -79,20 +86,80 @@ async def logout() -> Response:
 # ------------------------------------------------------------------ overview
 
 
-@router.get("")
-async def overview_page(platform: PlatformDep, tenant: PageTenant) -> HTMLResponse:
-    figures = overview(platform, scope_of(tenant, None))
+async def _overview(request: Request, platform: Any, tenant: Tenant) -> dict[str, Any]:
+    """The overview's figures for ``tenant``; the runs' model usage for an admin only
+    (None otherwise: runs are the operator's)."""
+    scope = scope_of(tenant, None)
+    usage: RunsUsage = request.app.state.runs_usage
+    return {
+        **overview(platform, scope),
+        "calls": call_figures(request.app.state.calls, scope),
+        "model": model_figures(await asyncio.to_thread(usage.totals))
+        if tenant.config.admin
+        else None,
+    }
+
+
+def _tiles(items: Sequence[tuple[str, str, object]], live: str = "") -> str:
+    """A row of figures ``(element id, label, value)``; ``live``: the JSON that updates them."""
     tiles = "".join(
         f"<div class=tile><span class=label>{e(label)}</span>"
         f'<span class=value id="{key}">{e(value)}</span></div>'
-        for key, label, value in (
+        for key, label, value in items
+    )
+    attribute = f' data-live="{e(live)}"' if live else ""
+    return f"<div class=tiles{attribute}>{tiles}</div>"
+
+
+def _share(count: int, share: float | None) -> str:
+    return str(count) if share is None else f"{count} ({100 * share:.1f}%)"
+
+
+@router.get("")
+async def overview_page(
+    request: Request, platform: PlatformDep, tenant: PageTenant
+) -> HTMLResponse:
+    figures = await _overview(request, platform, tenant)
+    executions = _tiles(
+        (
             ("executions_per_s", "executions/s", f"{figures['executions_per_s']:.2f}"),
             ("p50_s", "latency p50", _figure(figures["p50_s"])),
             ("p99_s", "latency p99", _figure(figures["p99_s"])),
             ("infra_errors", "infra errors (60 s)", figures["infra_errors"]),
             ("queue_depth", "queue depth", figures["queue_depth"]),
             ("executions_recorded", "executions recorded", figures["executions_recorded"]),
+        ),
+        live="/ui/api/overview",
+    )
+    calls = figures["calls"]
+    call_tiles = _tiles(
+        (
+            ("calls_count", "calls", calls["count"]),
+            *(
+                (f"calls_{kind}", label, _share(calls["by_class"][kind], calls["share"][kind]))
+                for kind, label in CALL_LABELS.items()
+            ),
+            ("calls_p50_s", "call latency p50", _figure(calls["p50_s"])),
+            ("calls_p99_s", "call latency p99", _figure(calls["p99_s"])),
         )
+    )
+    model = figures["model"]
+    model_tiles = (
+        "<h2>model usage of the runs (--runs-dir)</h2>"
+        + _tiles(
+            (
+                ("model_prompt_tokens", "prompt tokens", f"{model['prompt_tokens']:.0f}"),
+                (
+                    "model_completion_tokens",
+                    "completion tokens",
+                    f"{model['completion_tokens']:.0f}",
+                ),
+                ("model_calls", "model calls (evaluations)", f"{model['calls']:.0f}"),
+                ("model_cost", "cost", f"{model['cost']:.4f}"),
+            )
+        )
+        if model is not None
+        else ""
     )
     groups = table(
         ("policy", "image", "idle", "busy", "starting"),
@@ -100,12 +167,16 @@ async def overview_page(platform: PlatformDep, tenant: PageTenant) -> HTMLRespon
         body_id="groups",
     )
     body = (
-        f'<div class=tiles data-live="/ui/api/overview">{tiles}</div>'
-        "<section class=charts><figure><figcaption>executions/s</figcaption>"
+        executions + "<section class=charts><figure><figcaption>executions/s</figcaption>"
         '<svg id=chart-rate class=chart viewBox="0 0 600 160"></svg></figure>'
         "<figure><figcaption>latency p50 / p99 (ms)</figcaption>"
         '<svg id=chart-latency class=chart viewBox="0 0 600 160"></svg></figure></section>'
-        f"<h2>pool groups</h2>{groups}"
+        "<h2>API calls by class (the last 60 s; the console's own left out)</h2>"
+        + call_tiles
+        + "<section class=charts><figure><figcaption>calls failed, by class (%)</figcaption>"
+        '<svg id=chart-calls class=chart viewBox="0 0 600 160"></svg></figure></section>'
+        + model_tiles
+        + f"<h2>pool groups</h2>{groups}"
         '<svg id=chart-groups class=chart viewBox="0 0 600 160"></svg>'
         + data_island("overview-data", figures)
     )
@@ -113,9 +184,11 @@ async def overview_page(platform: PlatformDep, tenant: PageTenant) -> HTMLRespon
 
 
 @router.get("/api/overview")
-async def overview_data(platform: PlatformDep, tenant: DataTenant) -> JSONResponse:
+async def overview_data(
+    request: Request, platform: PlatformDep, tenant: DataTenant
+) -> JSONResponse:
     """The overview's figures, polled by the page every 2 s."""
-    return JSONResponse(overview(platform, scope_of(tenant, None)))
+    return JSONResponse(await _overview(request, platform, tenant))
 
 
 # ------------------------------------------------------------------ executions

@@ -262,7 +262,8 @@ async def training_page(request: Request, tenant: PageTenant) -> HTMLResponse:
         }
         sections.append(
             f"<h2>{e(name)}</h2><p>{len(records)} steps, the model's tokens: "
-            f"{tokens['prompt']} prompt, {tokens['completion']} completion</p>"
+            f"{tokens['prompt']} prompt, {tokens['completion']} completion; "
+            "cost: none (the trainer's model is local: nothing is paid per token)</p>"
             f'<svg class=chart viewBox="0 0 600 160" data-curve=curve-{i}></svg>'
             + data_island(f"curve-{i}", series)
         )

@@ -4,7 +4,8 @@ Agent evaluations and training call their model in their own processes, so their
 per-call counters (``sandbox_model_*_total``) live there; the service exports what
 those runs recorded below ``--runs-dir``: the tokens, calls and cost of every
 evaluation's ``results.jsonl`` (per trial) and every training run's ``metrics.jsonl``
-(per step), summed by source. A file is read again only when it changed.
+(per step), summed by source. A file is read again only when it changed. The
+console's overview shows the same sums.
 """
 
 from __future__ import annotations
@@ -67,6 +68,19 @@ class RunsUsage(Collector):
             self._cache[path] = cached
         return cached[1]
 
+    def totals(self) -> dict[str, dict[str, float]]:
+        """By source (``eval``, ``rl``): the runs' ``prompt`` and ``completion`` tokens,
+        model ``calls`` (evaluations only: a training log counts tokens per step) and
+        ``cost``."""
+        totals = {}
+        for source, kind, name in SOURCES:
+            total = _sums(iter(()))
+            for run in find_runs(self.root, kind).values():
+                for key, value in self._file_sums(run / name).items():
+                    total[key] += value
+            totals[source] = total
+        return totals
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         tokens = GaugeMetricFamily(
             "sandbox_runs_model_tokens",
@@ -83,11 +97,7 @@ class RunsUsage(Collector):
             "What the runs' tokens cost at the prices they were run with.",
             labels=["source"],
         )
-        for source, kind, name in SOURCES:
-            total = _sums(iter(()))
-            for run in find_runs(self.root, kind).values():
-                for key, value in self._file_sums(run / name).items():
-                    total[key] += value
+        for source, total in self.totals().items():
             for token_kind in KINDS:
                 tokens.add_metric([source, token_kind], total[token_kind])
             if source == "eval":  # a training log counts tokens per step, not calls
@@ -97,11 +107,11 @@ class RunsUsage(Collector):
 
 
 class RunsUsageMetrics:
-    """The Prometheus text of :class:`RunsUsage` over one runs directory."""
+    """The Prometheus text of a :class:`RunsUsage`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, usage: RunsUsage) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(RunsUsage(root))
+        self.registry.register(usage)
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,8 +1,10 @@
-"""A bounded ring of the service's recent executions, for the console (``/ui``).
+"""Bounded rings of the service's recent executions, refusals and calls, for the console
+(``/ui``).
 
 Only programs run through :meth:`ExecutionService.run` (``POST /v1/run``,
-``sandbox run``) are recorded: judged submissions never are, so hidden tests
-cannot leak through it. Outputs are kept as short previews.
+``sandbox run``) are recorded as executions: judged submissions never are, so hidden
+tests cannot leak through it. Outputs are kept as short previews. Calls are every HTTP
+call answered, in the class ``sandbox_calls_total`` counts it in.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -19,7 +22,49 @@ from sandbox.core.execution import RunRequest
 from sandbox.results import ExecResult, ResourceUsage
 
 DEFAULT_CAPACITY = 1000
+CALLS_CAPACITY = 10_000
 PREVIEW_BYTES = 2048
+
+
+class _Timed(Protocol):
+    @property
+    def time(self) -> float: ...
+
+    @property
+    def tenant(self) -> str | None: ...
+
+
+T = TypeVar("T", bound=_Timed)
+
+
+class _Ring(Generic[T]):
+    """The last ``capacity`` records, newest first on reading; thread-safe."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        self._ring: deque[T] = deque(maxlen=capacity)
+        self._lock = threading.Lock()
+
+    def _append(self, record: T) -> None:
+        with self._lock:
+            self._ring.append(record)
+
+    def _snapshot(self) -> list[T]:
+        with self._lock:
+            return list(reversed(self._ring))
+
+    def count(self, tenant: str | None = None) -> int:
+        """How many records the ring holds (of ``tenant``, if given)."""
+        with self._lock:
+            return sum(1 for r in self._ring if tenant is None or r.tenant == tenant)
+
+    def window(self, seconds: float, tenant: str | None = None) -> list[T]:
+        """The records of the last ``seconds`` (of ``tenant``, if given), newest first."""
+        since = time.time() - seconds
+        return [
+            r
+            for r in self._snapshot()
+            if r.time >= since and (tenant is None or r.tenant == tenant)
+        ]
 
 
 def preview(data: bytes, limit: int = PREVIEW_BYTES) -> str:
@@ -45,13 +90,12 @@ class ExecutionRecord(BaseModel):
     stderr_truncated: bool
 
 
-class RecentExecutions:
+class RecentExecutions(_Ring[ExecutionRecord]):
     """The last ``capacity`` executions, newest first on reading; thread-safe."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
-        self._ring: deque[ExecutionRecord] = deque(maxlen=capacity)
+        super().__init__(capacity)
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
 
     def record(self, request: RunRequest, tenant: str, result: ExecResult, seconds: float) -> None:
         """Keep one finished execution (its outputs cut to previews)."""
@@ -74,10 +118,6 @@ class RecentExecutions:
                 )
             )
 
-    def _snapshot(self) -> list[ExecutionRecord]:
-        with self._lock:
-            return list(reversed(self._ring))
-
     def select(
         self,
         *,
@@ -93,22 +133,8 @@ class RecentExecutions:
         )
         return list(itertools.islice(chosen, limit))
 
-    def count(self, tenant: str | None = None) -> int:
-        """How many executions the ring holds (of ``tenant``, if given)."""
-        with self._lock:
-            return sum(1 for r in self._ring if tenant is None or r.tenant == tenant)
-
     def get(self, execution_id: int) -> ExecutionRecord | None:
         return next((r for r in self._snapshot() if r.id == execution_id), None)
-
-    def window(self, seconds: float, tenant: str | None = None) -> list[ExecutionRecord]:
-        """The executions that finished in the last ``seconds`` (of ``tenant``, if given)."""
-        since = time.time() - seconds
-        return [
-            r
-            for r in self._snapshot()
-            if r.time >= since and (tenant is None or r.tenant == tenant)
-        ]
 
 
 def quantile(values: Iterable[float], q: float) -> float | None:
@@ -131,19 +157,32 @@ class Refusal(BaseModel):
     message: str
 
 
-class Refusals:
+class Refusals(_Ring[Refusal]):
     """The last ``capacity`` refusals, newest first on reading; thread-safe."""
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
-        self._ring: deque[Refusal] = deque(maxlen=capacity)
-        self._lock = threading.Lock()
-
     def record(self, refusal: Refusal) -> None:
-        with self._lock:
-            self._ring.append(refusal)
+        self._append(refusal)
 
     def select(self, tenant: str | None = None, limit: int = 50) -> list[Refusal]:
         """Newest first; of ``tenant`` only when given."""
-        with self._lock:
-            items = list(reversed(self._ring))
-        return [r for r in items if tenant is None or r.tenant == tenant][:limit]
+        return [r for r in self._snapshot() if tenant is None or r.tenant == tenant][:limit]
+
+
+class Call(NamedTuple):
+    """One answered HTTP call: when it ended, its route, tenant (once known), class and time."""
+
+    time: float
+    route: str
+    tenant: str | None
+    kind: str
+    seconds: float
+
+
+class RecentCalls(_Ring[Call]):
+    """The last ``capacity`` calls answered, newest first on reading; thread-safe."""
+
+    def __init__(self, capacity: int = CALLS_CAPACITY) -> None:
+        super().__init__(capacity)
+
+    def record(self, route: str, tenant: str | None, kind: str, seconds: float) -> None:
+        self._append(Call(time.time(), route, tenant, kind, seconds))

@@ -83,6 +83,7 @@ def record_judgement(language: str, policy: str, error_class: str | None) -> Non
         INFRA_ERRORS.labels(policy).inc()
 
 
+CALL_CLASSES = ("ok", "user", "infra", "refused")
 CALLS = Counter(
     "sandbox_calls_total",
     "API calls answered, by route and class: ok, user (the user's code failed), infra "

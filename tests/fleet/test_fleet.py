@@ -220,7 +220,11 @@ def test_metrics_gather_every_host_under_its_host_label(fleet: Service) -> None:
     for host in hosts:  # what the alert rules read of each host
         for family in ("sandbox_pool_start_failures", "sandbox_pool_max_waiting"):
             assert any(s.labels.get("host") == host for s in by_name[family].samples), family
-    # Every name deploy/ uses, but the audit chain's (walked with --audit-verify-interval).
+    # Every name deploy/ uses, but the audit chain's (walked with --audit-verify-interval);
+    # the infra error alert reads judgements too: one is made whatever ran before.
+    with client(fleet) as http:
+        assert http.post("/v1/judge", json=item(1)).status_code == 200
+        text = http.get("/metrics").text
     used = {n: p for n, p in used_names().items() if not n.startswith("sandbox_audit_chain_")}
     assert missing(used, sample_names(text) | SCRAPE_SERIES) == {}
 

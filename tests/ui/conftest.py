@@ -55,17 +55,24 @@ def real_runs(runs: Path, state: Path) -> None:
         assert child.returncode in (0, 1), output.decode(errors="replace")
 
 
-@pytest.fixture(scope="package")
-def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """``sandbox serve`` with keys for ``admin`` (an admin), ``team-a`` and ``team-b``, and
-    ``--runs-dir`` holding two evaluation runs, a quality report and a training log."""
-    root = tmp_path_factory.mktemp("console")
+def console_runs(root: Path) -> Path:
+    """``root/runs``: :func:`real_runs` and a training log (:data:`METRICS`) in
+    ``train/demo`` (the console's tests', and its benchmark's)."""
     runs = root / "runs"
     real_runs(runs, root / "run-state")
     (runs / "train" / "demo").mkdir(parents=True)
     (runs / "train" / "demo" / "metrics.jsonl").write_text(
         "".join(json.dumps(line) + "\n" for line in METRICS)
     )
+    return runs
+
+
+@pytest.fixture(scope="package")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """``sandbox serve`` with keys for ``admin`` (an admin), ``team-a`` and ``team-b``, and
+    ``--runs-dir`` holding two evaluation runs, a quality report and a training log."""
+    root = tmp_path_factory.mktemp("console")
+    runs = console_runs(root)
     entries: list[dict[str, Any]] = [
         {"tenant": name, "key_sha256": hash_key(key), "admin": name == "admin"}
         for name, key in KEYS.items()

@@ -5,10 +5,11 @@ Screenshots of every page go to ``test-artifacts/ui/``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import Service
 from tests.ui.browser import Watched, chromium
@@ -69,12 +70,27 @@ def test_overview_updates_live_after_executions(console: Service, admin: Watched
     before = int(page.locator("#executions_recorded").inner_text())
     for i in range(3):
         run(console, "team-b", f"print({i})")
+    run(console, "team-b", "raise SystemExit(3)")  # a call whose user code failed
+    with api(console, "team-b") as http:  # a refused call
+        assert http.post("/v1/run", json={"code": "1", "policy": "no-such"}).status_code == 404
     # No reload: the page's own polling (every 2 s) brings the new figures.
-    expect(page.locator("#executions_recorded")).to_have_text(str(before + 3), timeout=10_000)
+    expect(page.locator("#executions_recorded")).to_have_text(str(before + 4), timeout=10_000)
     expect(page.locator("#p50_s")).not_to_have_text("-")
     assert page.locator("#chart-rate polyline").count() == 1
     assert page.locator("#chart-latency polyline").count() == 2
     assert page.locator("#chart-groups rect.bar").count() >= 3
+    # The calls of the last 60 s by class, with each class's share, and their latency.
+    some = re.compile(r"^[1-9]\d* \(\d+\.\d%\)$")
+    for kind in ("ok", "user", "refused"):
+        expect(page.locator(f"#calls_{kind}")).to_have_text(some)
+    expect(page.locator("#calls_infra")).to_have_text(re.compile(r"^\d+ \(\d+\.\d%\)$"))
+    expect(page.locator("#calls_p99_s")).to_have_text(re.compile(r"^\d+\.\d ms$"))
+    expect(page.locator("#chart-calls polyline")).to_have_count(3)
+    # The runs' model usage: the training log's tokens; the evaluations called no model.
+    expect(page.locator("#model_prompt_tokens")).to_have_text("220")
+    expect(page.locator("#model_completion_tokens")).to_have_text("42")
+    expect(page.locator("#model_calls")).to_have_text("0")
+    expect(page.locator("#model_cost")).to_have_text("0.0000")
     admin.screenshot("overview-live")
 
 
@@ -115,6 +131,41 @@ def test_policy_diff_renders(admin: Watched, console: Service) -> None:
     assert rows.count() > 0
     expect(page.locator("#diff")).to_contain_text("resources.")
     admin.screenshot("policy-diff")
+
+
+def _search_audit(page: Page, url_has: str, **fields: str) -> list[tuple[int, str, str]]:
+    """Search the audit page with ``fields``; its rows as (id, time, kind)."""
+    for name, value in fields.items():
+        page.fill(f"#audit-form input[name={name}]", value)
+    page.click("#audit-form button")
+    page.wait_for_url(re.compile(url_has))
+    rows = page.locator("#audit tr")
+    return [
+        (int(cells[0]), cells[1], cells[3])
+        for cells in (rows.nth(i).locator("td").all_inner_texts() for i in range(rows.count()))
+    ]
+
+
+def test_audit_search_by_kind_and_by_time(console: Service, admin: Watched) -> None:
+    run(console, "team-a", "print('audited')")
+    with api(console, "team-a") as http:
+        tests = {"kind": "function", "entry_point": "f", "cases": [{"args": [1], "expected": 1}]}
+        judged = http.post("/v1/judge", json={"code": "def f(x):\n    return x\n", "tests": tests})
+        assert judged.status_code == 200
+    page = admin.page
+    page.goto("/ui/audit")
+    expect(page.locator("#chain")).to_contain_text("chain intact")
+    judgements = _search_audit(page, r"kind=judge", kind="judge")
+    assert judgements and {kind for _, _, kind in judgements} == {"judge"}
+    judgement, judged_at, _ = judgements[0]  # the newest: the one above
+    # From its time on: it, and nothing older; before it: the run made just before, not it.
+    since = _search_audit(page, r"kind=&since=\d", kind="", since=judged_at)
+    assert judgement in {i for i, _, _ in since}
+    assert all(at >= judged_at for _, at, _ in since)
+    until = _search_audit(page, r"since=&until=\d", since="", until=judged_at)
+    assert until and judgement not in {i for i, _, _ in until}
+    assert all(at < judged_at for _, at, _ in until) and until[0][2] == "run"
+    admin.screenshot("audit-search")
 
 
 def test_hostile_stdout_does_not_run_in_the_browser(console: Service, admin: Watched) -> None:
@@ -158,7 +209,7 @@ def test_an_evaluation_report_opens_and_the_gate_compares(admin: Watched) -> Non
 def test_training_curves_are_drawn(admin: Watched) -> None:
     admin.page.goto("/ui/training")
     expect(admin.page.locator("h2")).to_have_text("train/demo")
-    expect(admin.page.locator("main")).to_contain_text("220 prompt, 42 completion")
+    expect(admin.page.locator("main")).to_contain_text("220 prompt, 42 completion; cost: none")
     assert admin.page.locator("svg[data-curve] polyline").count() == 3
 
 

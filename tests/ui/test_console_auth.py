@@ -35,8 +35,20 @@ def test_login_sets_an_http_only_strict_cookie(console: Service) -> None:
 
 
 def test_a_tenant_sees_only_its_own_executions(console: Service) -> None:
+    with logged_in(console, "team-a") as http:
+        calls_before = http.get("/ui/api/overview").json()["calls"]["by_class"]
     run(console, "team-b", "print('b-secret-output')")
     run(console, "team-a", "print('a-output')")
+    with api(console, "team-b") as http:
+        assert http.post("/v1/run", json={"code": "1", "policy": "no-such"}).status_code == 404
+    with logged_in(console, "team-a") as http:  # team-b's refusal is not in team-a's figures
+        figures = http.get("/ui/api/overview").json()
+    assert figures["calls"]["by_class"]["refused"] <= calls_before["refused"]
+    assert figures["model"] is None  # the runs' usage is the operator's
+    with logged_in(console, "admin") as http:
+        figures = http.get("/ui/api/overview").json()
+    assert figures["calls"]["by_class"]["refused"] >= 1
+    assert sum(figures["calls"]["by_class"].values()) == figures["calls"]["count"]
     with logged_in(console, "team-b") as http:
         ids = re.findall(r'href="/ui/executions/(\d+)"', http.get("/ui/executions").text)
     b_id = ids[0]

@@ -2,12 +2,14 @@
 
 Evaluations and training call their model in processes of their own; the service
 sums what their run files say (``results.jsonl`` per trial, ``metrics.jsonl`` per
-step), by source, and reads a file again when it grows.
+step), by source, and reads a file again when it grows; the console's overview shows
+the same sums. The service has no keys: its console needs no login, on loopback.
 """
 
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,3 +87,21 @@ def test_the_runs_model_usage_is_in_metrics_and_follows_new_records(
     assert metric(text, tokens, source="rl", kind="prompt") == 1007
     assert metric(text, tokens, source="eval", kind="prompt") == 600
     assert metric(text, "sandbox_runs_model_calls", source="eval") == 6
+
+
+def test_without_keys_the_console_is_served_on_loopback_without_login(service: Service) -> None:
+    assert urllib.parse.urlsplit(service.url).hostname == "127.0.0.1"
+    with httpx.Client(base_url=service.url, timeout=30) as http:
+        overview = http.get("/ui")  # no cookie, no header: the page itself, not the login form
+        assert overview.status_code == 200 and "tenant: anonymous" in overview.text
+        for path in ("/ui/audit", "/ui/evaluations", "/ui/training"):  # the admin's pages too
+            assert http.get(path).status_code == 200, path
+        model = http.get("/ui/api/overview").json()["model"]
+    # The overview's model usage is /metrics' sum over the sources.
+    text = _scrape(service)
+    tokens = "sandbox_runs_model_tokens"
+    assert model["prompt_tokens"] == metric(text, tokens, kind="prompt") > 0
+    assert model["completion_tokens"] == metric(text, tokens, kind="completion") > 0
+    assert model["calls"] == metric(text, "sandbox_runs_model_calls") > 0
+    cost = metric(text, "sandbox_runs_model_cost")
+    assert model["cost"] == pytest.approx(cost) and cost > 0

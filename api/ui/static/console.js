@@ -73,25 +73,57 @@ function groupBars(groups) {
   return groups.map((g) => ({ label: g.policy, values: [g.idle, g.busy, g.starting] }));
 }
 
+function setText(id, value) {
+  document.getElementById(id).textContent = value;
+}
+
+const FAILURES = ["user", "infra", "refused"];
+
+// The API's calls by class (as sandbox_calls_total counts them) and the runs' model usage.
+function showCalls(calls, model) {
+  setText("calls_count", String(calls.count));
+  for (const kind of ["ok", ...FAILURES]) {
+    const share = calls.share[kind];
+    const n = calls.by_class[kind];
+    setText(`calls_${kind}`, share === null ? String(n) : `${n} (${(100 * share).toFixed(1)}%)`);
+  }
+  setText("calls_p50_s", ms(calls.p50_s));
+  setText("calls_p99_s", ms(calls.p99_s));
+  if (model === null) return; // runs are the operator's: shown to admin keys only
+  setText("model_prompt_tokens", model.prompt_tokens.toFixed(0));
+  setText("model_completion_tokens", model.completion_tokens.toFixed(0));
+  setText("model_calls", model.calls.toFixed(0));
+  setText("model_cost", model.cost.toFixed(4));
+}
+
 function liveOverview(tiles) {
-  const history = { rate: [], p50: [], p99: [] };
+  const history = { rate: [], p50: [], p99: [], user: [], infra: [], refused: [] };
   const keep = 60;
   function show(data) {
-    document.getElementById("executions_per_s").textContent = data.executions_per_s.toFixed(2);
-    document.getElementById("p50_s").textContent = ms(data.p50_s);
-    document.getElementById("p99_s").textContent = ms(data.p99_s);
+    setText("executions_per_s", data.executions_per_s.toFixed(2));
+    setText("p50_s", ms(data.p50_s));
+    setText("p99_s", ms(data.p99_s));
     for (const key of ["infra_errors", "queue_depth", "executions_recorded"]) {
-      document.getElementById(key).textContent = String(data[key]);
+      setText(key, String(data[key]));
     }
+    showCalls(data.calls, data.model);
     history.rate.push(data.executions_per_s);
     history.p50.push(data.p50_s === null ? null : data.p50_s * 1000);
     history.p99.push(data.p99_s === null ? null : data.p99_s * 1000);
+    for (const kind of FAILURES) {
+      const share = data.calls.share[kind];
+      history[kind].push(share === null ? null : 100 * share);
+    }
     for (const values of Object.values(history)) if (values.length > keep) values.shift();
     lineChart(document.getElementById("chart-rate"), [{ name: "exec/s", values: history.rate }]);
     lineChart(document.getElementById("chart-latency"), [
       { name: "p50", values: history.p50 },
       { name: "p99", values: history.p99 },
     ]);
+    lineChart(
+      document.getElementById("chart-calls"),
+      FAILURES.map((kind) => ({ name: kind, values: history[kind] })),
+    );
     const body = document.getElementById("groups");
     body.replaceChildren(...data.groups.map((g) => {
       const row = document.createElement("tr");
