@@ -422,6 +422,8 @@ class Router:
             )
         except RayActorError as exc:
             self._lose(host, f"actor died ({type(exc).__name__})")
+            if host.state is HostState.LOST:  # final, whatever put it out of rotation first
+                host.reason = f"actor died ({type(exc).__name__})"
             return
         except (TimeoutError, ray.exceptions.RayError):
             host.misses += 1
