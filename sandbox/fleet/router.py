@@ -215,7 +215,9 @@ class Host:
             healthy=self.state is HostState.HEALTHY,
             draining=self.state is HostState.DRAINING,
             slots=status.slots if status is not None else 0,
-            busy=max(self.in_flight, status.in_flight if status is not None else 0),
+            # each open session holds one of the host's containers for its life
+            busy=max(self.in_flight, status.in_flight if status is not None else 0)
+            + (status.sessions if status is not None else 0),
             idle_warm=fresh,
             queue_depth=pool.waiting if pool is not None else 0,
             starts_in_flight=self.starts_since_beat
