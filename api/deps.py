@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import HTTPConnection
 
-from sandbox.errors import AuthenticationError
+from sandbox.errors import AuthenticationError, InvalidRequestError
 from sandbox.service.platform import Platform
 from sandbox.service.tenants import Tenant
 from sandbox.telemetry import context
+
+if TYPE_CHECKING:
+    from sandbox.fleet.config import RequestKind
 
 
 async def get_platform(request: Request) -> Platform:
@@ -86,3 +89,25 @@ async def bind_priority_class(request: HTTPConnection) -> None:
     path = request.url.path
     kind = next((k for prefix, k in _REQUEST_KINDS if path.startswith(prefix)), "run")
     admission.bind(tenant.name, request.headers.get(PRIORITY_HEADER), kind)
+
+
+def bind_body_class(
+    request: HTTPConnection,
+    platform: Platform,
+    tenant: str,
+    named: str | None,
+    kind: RequestKind,
+) -> None:
+    """The request body's ``priority_class``, checked as the header is (422 unknown, 403
+    above the tenant's ``max_class``) and bound in its place; 422 when the header names
+    another class. A single host ignores it, as it ignores the header."""
+    admission = getattr(platform, "admission", None)
+    if named is None or admission is None:
+        return
+    header = request.headers.get(PRIORITY_HEADER)
+    if header is not None and header != named:
+        raise InvalidRequestError(
+            f"priority_class: the body names {named!r} and the {PRIORITY_HEADER} header "
+            f"{header!r}; name the class once (or the same class in both)"
+        )
+    admission.bind(tenant, named, kind)

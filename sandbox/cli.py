@@ -298,6 +298,11 @@ def _cmd_fleet_status(args: argparse.Namespace) -> int:
             f"{h.name:<28} {h.state.value:<9} {h.in_flight:>6} {h.sessions:>4} {h.idle:>4} "
             f"{h.busy:>4} {h.starting:>5} {h.waiting:>4} {h.routed:>7}  {h.reason}\n"
         )
+        for g in h.groups:  # each policy group of the host, as its last heartbeat gave it
+            sys.stdout.write(
+                f"  group {g.policy}: idle {g.idle}, busy {g.busy}, starting {g.starting}, "
+                f"warm target {g.warm_target}\n"
+            )
     return EXIT_OK
 
 
@@ -316,7 +321,9 @@ def _register_fleet(commands: argparse._SubParsersAction[argparse.ArgumentParser
 
     fleet = commands.add_parser("fleet", help="the hosts behind a `serve --fleet` service")
     sub = fleet.add_subparsers(dest="fleet_command", metavar="ACTION", required=True)
-    status = sub.add_parser("status", help="hosts, health, load, calls routed")
+    status = sub.add_parser(
+        "status", help="hosts, health, load, calls routed, and each host's policy groups"
+    )
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=_cmd_fleet_status)
     drain = sub.add_parser("drain", help="finish what runs on HOST, take nothing new, release it")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.core.sessions import Command, DirEntry, SessionInfo, SessionSpec
@@ -13,7 +13,7 @@ from sandbox.core.snapshots import SnapshotInfo
 from sandbox.core.validation import FileMap, RelativePath
 from sandbox.results import RunResult
 
-from ..deps import PlatformDep, TenantDep, WorkingTenantDep
+from ..deps import PlatformDep, TenantDep, WorkingTenantDep, bind_body_class
 from ..errors import error_responses
 from ..responses import json_response
 from ..routing import TextJSONRoute
@@ -45,9 +45,12 @@ class SnapshotCreated(BaseModel):
     status_code=201,
     responses=error_responses(401, 403, 404, 413, 415, 422, 429, 503, 504),
 )
-async def create(spec: SessionSpec, platform: PlatformDep, tenant: WorkingTenantDep) -> Response:
+async def create(
+    spec: SessionSpec, http: Request, platform: PlatformDep, tenant: WorkingTenantDep
+) -> Response:
     """Start a session (optionally from a snapshot), write its files, run its set-up."""
     tenant.allow_policy(spec.policy)
+    bind_body_class(http, platform, tenant.name, spec.priority_class, "session")
     session = await platform.sessions.create(spec, tenant=tenant.name)
     response = json_response(session.info())
     response.status_code = 201

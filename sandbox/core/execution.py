@@ -10,7 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.backends.base import WORKDIR, Sandbox
 from sandbox.core.pool import Pool
-from sandbox.core.validation import FileMap, MiB, RelativePath, decode_files
+from sandbox.core.validation import (
+    FileMap,
+    MiB,
+    PriorityClassName,
+    RelativePath,
+    decode_files,
+)
 from sandbox.errors import (
     InfrastructureError,
     InvalidRequestError,
@@ -64,6 +70,7 @@ class RunRequest(BaseModel):
         max_length=MAX_FETCH,
         description="Files to return after the run, relative to the working directory.",
     )
+    priority_class: PriorityClassName = None
 
 
 def exec_limits(policy: Policy, overrides: LimitOverrides | None) -> ExecLimits:

@@ -53,7 +53,13 @@ from sandbox.core.execution import (
 )
 from sandbox.core.pool import Lease
 from sandbox.core.snapshots import SnapshotRecord, SnapshotStore
-from sandbox.core.validation import FileMap, RelativePath, check_relative_path, decode_files
+from sandbox.core.validation import (
+    CLASS_NAME_PATTERN,
+    FileMap,
+    RelativePath,
+    check_relative_path,
+    decode_files,
+)
 from sandbox.environments import EnvironmentBuilder, ResourceRequest, derive_policy
 from sandbox.environments.build import SEED_DIR
 from sandbox.errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
@@ -124,6 +130,14 @@ class SessionSpec(BaseModel):
     env: dict[str, str] = Field(
         default_factory=dict,
         description="Variables of every command in the environment (only with environment).",
+    )
+    priority_class: str | None = Field(
+        default=None,
+        pattern=CLASS_NAME_PATTERN,
+        description="On a fleet, the class the session is asked in: checked as for a run "
+        "(422 unknown, 403 above the tenant's max_class), but a session's calls are not "
+        "queued by the fleet's scheduler (the session holds its own container). A "
+        "single-host service ignores it.",
     )
 
 

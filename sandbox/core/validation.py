@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 from sandbox.errors import InvalidRequestError, PayloadTooLargeError
 
@@ -78,6 +78,23 @@ RelativePath = Annotated[str, AfterValidator(check_relative_path)]
 
 FileMap = Annotated[dict[RelativePath, str], AfterValidator(_checked_tree)]
 """A field holding files, name -> text: each name checked, and the names form a tree."""
+
+CLASS_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""What a priority class (of a fleet's scheduling config) may be called."""
+
+PriorityClassName = Annotated[
+    str | None,
+    Field(
+        default=None,
+        pattern=CLASS_NAME_PATTERN,
+        description="On a fleet (`serve --fleet`), the priority class to run in (as the "
+        "X-Priority-Class header; naming a different class in both is a 422): 422 for a class "
+        "the fleet config does not know, 403 above the tenant's max_class. Left out: the "
+        "header's, else the tenant's default. A single-host service ignores it, as it does "
+        "the header.",
+    ),
+]
+"""The optional ``priority_class`` field of a request body."""
 
 
 def decode_files(text: Mapping[str, str], encoded: Mapping[str, str]) -> dict[str, bytes]:

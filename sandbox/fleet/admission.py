@@ -1,17 +1,18 @@
 """Which priority class a request runs in, and its turn for one of the fleet's execution slots.
 
-The API resolves the class once per request (:meth:`Admission.bind`: the
-``X-Priority-Class`` header, else the tenant's default, else the default for the
-kind of request; 422 for an unknown class, 403 above the tenant's ``max_class``)
-into a context variable; every run or judgement the request makes, batch items
+The API resolves the class once per request (:meth:`Admission.bind`: the body's
+``priority_class`` or the ``X-Priority-Class`` header, else the tenant's default, else
+the default for the kind of request; 422 for an unknown class, 403 above the tenant's
+``max_class``) into a context variable (:meth:`Admission.bound` for one call of a
+:class:`~sandbox.fleet.Fleet` handle); every run or judgement the request makes, batch items
 included (their tasks inherit the context), then waits for a slot of the
 :class:`~sandbox.fleet.scheduler.Scheduler` in that class.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 
 from sandbox.fleet.config import FleetConfig, RequestKind
@@ -35,6 +36,15 @@ class Admission:
         klass = self.config.resolve_class(tenant, requested, kind)
         _CLASS.set(klass)
         return klass
+
+    @contextmanager
+    def bound(self, tenant: str, requested: str | None, kind: RequestKind) -> Iterator[str]:
+        """:meth:`bind` for the block only (the class before it is back after it)."""
+        token = _CLASS.set(self.config.resolve_class(tenant, requested, kind))
+        try:
+            yield _CLASS.get() or ""
+        finally:
+            _CLASS.reset(token)
 
     @asynccontextmanager
     async def slot(self, tenant: str) -> AsyncIterator[None]:

@@ -163,6 +163,12 @@ class ChannelClient:
         except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
             self._fail(f"the channel to this host broke: {type(exc).__name__}")
 
+    def fail(self, why: str) -> None:
+        """Close the channel now: every call waiting on it raises :class:`ChannelClosedError`
+        saying ``why`` (the router does this to a host it lost, whose answers may never come)."""
+        self._reading.cancel()
+        self._fail(why)
+
     def _fail(self, why: str) -> None:
         self.closed = True
         for future in self._pending.values():

@@ -14,11 +14,12 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from sandbox.core.validation import CLASS_NAME_PATTERN
 from sandbox.errors import ForbiddenError, InvalidRequestError
 from sandbox.policy import KeyedValueError, parse_config, read_config_file
 from sandbox.service.tenants import TenantName
 
-NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+NAME_PATTERN: Final = CLASS_NAME_PATTERN
 MAX_CLASSES: Final = 16
 MAX_TENANTS: Final = 10_000
 MIN_WEIGHT: Final = 1

@@ -46,15 +46,26 @@ class Fleet:
         return cls(platform, tenant)
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
-        """One submission against its hidden tests; an infra failure is reward ``None``."""
-        return await self.platform.judge.judge(request, tenant=self.tenant)
+        """One submission against its hidden tests; an infra failure is reward ``None``.
+
+        It runs in ``request.priority_class``, else the tenant's default class for a run.
+        """
+        with self.platform.admission.bound(self.tenant, request.priority_class, "run"):
+            return await self.platform.judge.judge(request, tenant=self.tenant)
 
     async def evaluate(self, request: EvaluateRequest) -> tuple[list[ItemLine], Summary]:
-        """A batch, each item placed on a host: its lines in index order, and the summary."""
-        lines = [line async for line in self.platform.evaluator.start(request, tenant=self.tenant)]
+        """A batch, each item placed on a host: its lines in index order, and the summary.
+
+        Its items run in ``request.priority_class``, else the tenant's default for a batch.
+        """
+        with self.platform.admission.bound(self.tenant, request.priority_class, "batch"):
+            started = self.platform.evaluator.start(request, tenant=self.tenant)
+        lines = [line async for line in started]
         return parse_lines(lines)
 
     async def create_session(self, spec: SessionSpec) -> SessionInfo:
+        """A session on one host; its ``priority_class`` is checked (422 / 403) only."""
+        self.platform.admission.config.resolve_class(self.tenant, spec.priority_class, "session")
         return (await self.platform.sessions.create(spec, tenant=self.tenant)).info()
 
     async def exec(self, session_id: str, command: Command) -> ExecResult:

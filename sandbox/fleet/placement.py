@@ -80,7 +80,8 @@ def choose_host(
     free slot with no queue), the best host with room is taken if there is one: near
     saturation the few free slots are found instead of queueing behind a busy host.
     ``affinity`` names the host where a tenant has its containers: it is kept when it is
-    eligible and its load per slot is at most the chosen host's plus ``affinity_margin``.
+    eligible, has a slot that is not busy, and its load per slot is at most the chosen
+    host's plus ``affinity_margin``.
     """
     best = _best(hosts, group, k, rng)
     if affinity is not None and best is not None and best.host_id != affinity:
@@ -88,6 +89,7 @@ def choose_host(
         if (
             home is not None
             and eligible(home, group)
+            and home.busy < home.slots
             and _load(home) <= _load(best) + affinity_margin
         ):
             return home

@@ -11,13 +11,23 @@ load (the last heartbeat plus what this router sent since). Runs and judgements 
 the agent's direct channel (:mod:`sandbox.fleet.channel`), the rest as Ray actor calls
 (and those too while a host's channel is down). Failure semantics:
 
+* every call in flight on a host that is lost (its actor died, its channel broke
+  under a call, or it missed its heartbeats) fails at once: the host's channel is
+  failed (:class:`~sandbox.fleet.channel.ChannelClosedError`) and its Ray calls are
+  abandoned (:class:`HostLostError`), so no call waits on a frozen host;
 * a pure judgement (a run, a judgement, a batch item) running on a host that is
-  lost (its actor died, or its channel broke under the call) is sent once more to
-  another host; lost again, it is an infrastructure error (never a wrong answer);
+  lost is sent once more to another host; lost again, it is an infrastructure
+  error (never a wrong answer);
 * a host that refuses new work (draining) or has no room is skipped for another;
 * a call placed where no warm container is idle for it creates one: each tenant has
   at most its ``max_starts_in_flight`` such calls in flight fleet-wide, and one more
-  waits for a warm container or for one of them to end;
+  waits for a warm container or for one of them to end; a host has at most
+  ``quotas.max_starts_in_flight_per_host`` starts in flight (its last heartbeat's,
+  plus the starts this router placed there since), and when every host that could
+  take a call is at that bound and has no warm container for it, the call waits too;
+* a drained host's agent is stopped, which gives its node's ``sandbox_host`` back to
+  Ray; this router starts no new agent there (a restarted service, or the node
+  rejoining under a new id, does);
 * a session lives on one host: its calls go there, and once that host is lost
   they answer :class:`~sandbox.errors.SessionLostError` (410);
 * with no healthy host, :class:`~sandbox.errors.FleetUnavailableError` (503)
@@ -43,6 +53,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from sandbox.errors import (
     ContainerLostError,
     FleetUnavailableError,
+    InfrastructureError,
     NotFoundError,
     SessionLostError,
 )
@@ -51,7 +62,7 @@ from sandbox.fleet.channel import CALLS, ChannelClient, ChannelClosedError
 from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.placement import HostLoad, choose_host
 from sandbox.fleet.scheduler import SchedulerStats
-from sandbox.fleet.status import FleetStatus, HostState, HostView
+from sandbox.fleet.status import FleetStatus, HostGroup, HostState, HostView
 from sandbox.fleet.warm import AutoscaleAdvisor
 from sandbox.fleet.wire import Reply
 from sandbox.service.platform import PlatformSettings
@@ -78,7 +89,12 @@ REROUTED = metrics.Counter(
 )
 SCALE_REQUESTS = metrics.Counter(
     "sandbox_fleet_autoscale_requests_total",
-    "Times the router asked Ray's autoscaler for more sandbox_host resources.",
+    "Times the router asked Ray's autoscaler for more sandbox_host resources (and Ray took it).",
+    registry=metrics.REGISTRY,
+)
+SCALE_FAILURES = metrics.Counter(
+    "sandbox_fleet_autoscale_failures_total",
+    "Times the router's request to Ray's autoscaler failed (the log says why).",
     registry=metrics.REGISTRY,
 )
 TENANT_STARTS = metrics.Gauge(
@@ -91,6 +107,12 @@ START_WAITS = metrics.Counter(
     "sandbox_fleet_start_waits_total",
     "Placements held back because their tenant was at its bound of container starts.",
     ["tenant"],
+    registry=metrics.REGISTRY,
+)
+HOST_START_WAITS = metrics.Counter(
+    "sandbox_fleet_host_start_waits_total",
+    "Placements held back because every host that could take them was at its bound of "
+    "container starts in flight, with no warm container for them.",
     registry=metrics.REGISTRY,
 )
 HOSTS = metrics.Gauge(
@@ -109,9 +131,15 @@ QUEUE_MAX = metrics.Gauge(
 )
 
 
+class HostLostError(InfrastructureError):
+    """The host a Ray call was sent to was lost before it answered; the answer is dropped."""
+
+
 def _why_lost(exc: Exception) -> str:
     if isinstance(exc, ChannelClosedError):
         return f"its channel broke under a call ({exc})"
+    if isinstance(exc, HostLostError):
+        return str(exc)
     return f"actor died ({type(exc).__name__})"
 
 
@@ -130,11 +158,40 @@ class Host:
     misses: int = 0
     in_flight: int = 0  # sent by this router and not answered yet
     sent_since_beat: int = 0
+    starts_since_beat: int = 0  # calls placed here since the beat that create a container
+    beats: int = 0  # heartbeats answered: a start placed before the last one is in its count
     routed: int = 0  # answered through this router
     last_beat: float = field(default_factory=time.monotonic)
+    gone: asyncio.Future[None] | None = None  # set when the host is lost: its Ray calls end
 
     def __post_init__(self) -> None:
         self.name = self.name or self.node_id[:12]
+
+    def fail_calls(self, why: str) -> None:
+        """Fail every call in flight to this host: the channel's and the Ray calls'."""
+        if self.channel is not None and not self.channel.closed:
+            self.channel.fail(why)
+        gone, self.gone = self.gone, None
+        if gone is not None and not gone.done():
+            gone.set_result(None)
+
+    async def unless_lost(self, call: Any) -> Any:
+        """Await the Ray call ``call`` (an object ref), or raise :class:`HostLostError`
+        as soon as this host is lost (the call's answer, if it ever comes, is dropped)."""
+        if self.state is HostState.LOST:
+            raise HostLostError(f"host {self.name} is lost: {self.reason}")
+        if self.gone is None:
+            self.gone = asyncio.get_running_loop().create_future()
+        gone = self.gone
+        answer = asyncio.ensure_future(call)
+        try:
+            await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if answer.done():
+                return answer.result()
+        finally:
+            if not answer.done():
+                answer.cancel()
+        raise HostLostError(f"host {self.name} was lost under the call: {self.reason}")
 
     def idle_warm(self) -> dict[str, int]:
         """Unbound idle containers per policy, less the calls this router sent since the beat.
@@ -158,12 +215,25 @@ class Host:
             healthy=self.state is HostState.HEALTHY,
             draining=self.state is HostState.DRAINING,
             slots=status.slots if status is not None else 0,
-            busy=max(self.in_flight, status.in_flight if status is not None else 0),
+            # each open session holds one of the host's containers for its life
+            busy=max(self.in_flight, status.in_flight if status is not None else 0)
+            + (status.sessions if status is not None else 0),
             idle_warm=fresh,
             queue_depth=pool.waiting if pool is not None else 0,
-            starts_in_flight=sum(g.starting for g in pool.groups) if pool is not None else 0,
+            starts_in_flight=self.starts_since_beat
+            + (sum(g.starting for g in pool.groups) if pool is not None else 0),
             max_starts_in_flight=max_starts,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """A call placed where it creates a container: its tenant, its host, and how many
+    heartbeats that host had answered when it was placed."""
+
+    tenant: str
+    host: Host
+    beats: int
 
 
 class Router:
@@ -232,11 +302,22 @@ class Router:
             if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1
         }
 
+    def _agent_settings(self) -> dict[str, Any]:
+        """The platform settings each agent gets: this service's, with the pool's container
+        starts at once bounded by ``quotas.max_starts_in_flight_per_host`` (so the host keeps
+        the bound itself, whatever several routers place there)."""
+        starts = min(
+            self.settings.start_concurrency, self.config.quotas.max_starts_in_flight_per_host
+        )
+        settings = self.settings.model_copy(update={"start_concurrency": starts})
+        return settings.model_dump(mode="json")
+
     async def _discover(self) -> None:
         alive = await asyncio.to_thread(self._nodes)
         for node_id, host in self.hosts.items():
-            if node_id not in alive and host.state is not HostState.LOST:
+            if node_id not in alive and host.state not in (HostState.LOST, HostState.DRAINED):
                 self._lose(host, "its node left the cluster")
+        # A drained host stays in ``hosts``: no new agent is started on its node.
         for node_id in sorted(set(alive) - set(self.hosts)):
             actor = (
                 ray.remote(HostAgent)
@@ -252,7 +333,7 @@ class Router:
                     max_concurrency=1000,
                 )
                 .remote(
-                    self.settings.model_dump(mode="json"),
+                    self._agent_settings(),
                     node_id,
                     self.config.warm.model_dump(mode="json"),
                     alive[node_id],
@@ -285,7 +366,11 @@ class Router:
             with contextlib.suppress(Exception):  # a failed discovery is retried next time
                 if beats % DISCOVER_EVERY_BEATS == 0:
                     await self._discover()
-            watched = [h for h in self.hosts.values() if h.state is not HostState.STARTING]
+            watched = [
+                h
+                for h in self.hosts.values()
+                if h.state not in (HostState.STARTING, HostState.DRAINED)
+            ]
             await asyncio.gather(*(self._beat(h) for h in watched))
             self._count()
             await self._maybe_scale()
@@ -302,27 +387,45 @@ class Router:
             return
         from ray.autoscaler.sdk import request_resources
 
+        try:
+            await asyncio.to_thread(request_resources, bundles=[{RESOURCE: 1}] * ask.total_hosts)
+        except Exception as exc:  # asked again after the cooldown
+            SCALE_FAILURES.inc()
+            logger.error(
+                "fleet queue at %d for %.0f s: asking Ray's autoscaler for %d hosts in all (+%d) "
+                "failed: %s: %s",
+                ask.queue_length,
+                ask.above_for_s,
+                ask.total_hosts,
+                ask.add_hosts,
+                type(exc).__name__,
+                exc,
+            )
+            return
+        SCALE_REQUESTS.inc()
+        # On a cluster without an autoscaler the request is kept by Ray and nothing grows.
         logger.warning(
-            "fleet queue at %d for %.0f s: asking the autoscaler for %d hosts in all (+%d)",
+            "fleet queue at %d for %.0f s: asked Ray's autoscaler for %d hosts in all (+%d)",
             ask.queue_length,
             ask.above_for_s,
             ask.total_hosts,
             ask.add_hosts,
         )
-        SCALE_REQUESTS.inc()
-        with contextlib.suppress(Exception):  # no autoscaler (a fixed cluster): said in the log
-            await asyncio.to_thread(request_resources, bundles=[{RESOURCE: 1}] * ask.total_hosts)
 
     async def _beat(self, host: Host) -> None:
         """One heartbeat: fresh load, or a miss (three in a row: lost), or a dead actor (lost)."""
-        if host.state is HostState.LOST and host.reason.startswith("actor"):
-            return  # a dead actor does not come back; a new agent is a new host
+        if host.state is HostState.DRAINED or (
+            host.state is HostState.LOST and host.reason.startswith("actor")
+        ):
+            return  # a dead or stopped actor does not come back; a new agent is a new host
         try:
             status: HostStatus = await asyncio.wait_for(
                 host.actor.status.remote(), self.heartbeat_s
             )
         except RayActorError as exc:
             self._lose(host, f"actor died ({type(exc).__name__})")
+            if host.state is HostState.LOST:  # final, whatever put it out of rotation first
+                host.reason = f"actor died ({type(exc).__name__})"
             return
         except (TimeoutError, ray.exceptions.RayError):
             host.misses += 1
@@ -333,6 +436,8 @@ class Router:
                 self._lose(host, f"missed {host.misses} heartbeats")
             return
         host.status, host.name, host.misses, host.sent_since_beat = status, status.name, 0, 0
+        host.starts_since_beat = 0  # the starts placed before this beat are in its count
+        host.beats += 1
         host.last_beat = time.monotonic()
         if host.channel is None or host.channel.closed:
             await self._open_channel(host)
@@ -357,9 +462,14 @@ class Router:
             )
 
     def _lose(self, host: Host, why: str) -> None:
+        """Out of rotation (the first reason is kept); every call in flight there fails."""
+        if host.state is HostState.DRAINED:  # stopped on purpose: its calls had ended
+            host.fail_calls(f"host {host.name} was drained")
+            return
         if host.state is not HostState.LOST:
             logger.error("fleet host %s is out of rotation: %s", host.name, why)
-        host.state, host.reason = HostState.LOST, why
+            host.state, host.reason = HostState.LOST, why
+        host.fail_calls(f"host {host.name} is out of rotation: {host.reason}")
         self._count()
 
     def _count(self) -> None:
@@ -382,9 +492,14 @@ class Router:
 
     def choose(
         self, policy: str, *, exclude: set[Host] | None = None, tenant: str | None = None
-    ) -> Host:
-        """Best of K sampled healthy hosts on fresh load for ``policy`` (503 when none);
-        ``tenant`` stays on the host that last served it unless that is loaded more."""
+    ) -> Host | None:
+        """Best of K sampled healthy hosts on fresh load for ``policy``; ``tenant`` stays on
+        the host that last served it unless that is loaded more.
+
+        ``None`` when every host that could serve ``policy`` is at its bound of container
+        starts in flight with no warm container for it (the caller waits); 503 when none
+        could serve it at all.
+        """
         exclude = exclude or set()
         candidates = {h.node_id: h for h in self.healthy() if h not in exclude}
         max_starts = self.config.quotas.max_starts_in_flight_per_host
@@ -398,39 +513,53 @@ class Router:
             affinity=self._homes.get((tenant, policy)) if tenant is not None else None,
             affinity_margin=placement.affinity_margin,
         )
-        if chosen is None and loads:  # every host is at its bound of starts: take the least busy
-            chosen = min(loads, key=lambda load: (load.starts_in_flight, load.busy))
-        if chosen is None:
-            tried = f"; tried {sorted(h.name for h in exclude)}" if exclude else ""
-            raise FleetUnavailableError(
-                f"no healthy host in the fleet can take this request{tried}; hosts down: "
-                f"{self._down() or 'none known'}"
-            )
-        return candidates[chosen.host_id]
+        if chosen is not None:
+            return candidates[chosen.host_id]
+        if any(policy in load.idle_warm and load.slots > 0 for load in loads):
+            return None  # each such host is at its bound of starts: wait for one to end
+        tried = f"; tried {sorted(h.name for h in exclude)}" if exclude else ""
+        raise FleetUnavailableError(
+            f"no healthy host in the fleet can take this request{tried}; hosts down: "
+            f"{self._down() or 'none known'}"
+        )
 
-    async def _place(self, policy: str, tenant: str, exclude: set[Host]) -> tuple[Host, bool]:
-        """A host for one call of ``tenant``, and whether the call creates a container there.
+    async def _place(
+        self, policy: str, tenant: str, exclude: set[Host]
+    ) -> tuple[Host, _Start | None]:
+        """A host for one call of ``tenant``, and the container start the call makes there
+        (``None`` when a warm container is idle for it); end the start with :meth:`_start_done`.
 
         A call that would create one while the tenant has ``max_starts_in_flight`` such
-        calls in flight waits, placing again when one ends or a heartbeat brings news.
+        calls in flight, or while every host that could take it is at its bound of starts
+        in flight, waits, placing again when a start ends or a heartbeat brings news.
         """
         limit = self.config.max_starts_in_flight(tenant)
         while True:
             host = self.choose(policy, exclude=exclude, tenant=tenant)
-            starts = host.idle_warm().get(policy, 0) == 0
-            if not starts or self._tenant_starts[tenant] < limit:
-                host.sent_since_beat += 1
-                if starts:
+            if host is None:
+                HOST_START_WAITS.inc()
+            else:
+                starts = host.idle_warm().get(policy, 0) == 0
+                if not starts:
+                    host.sent_since_beat += 1
+                    return host, None
+                if self._tenant_starts[tenant] < limit:
+                    host.sent_since_beat += 1
+                    host.starts_since_beat += 1
                     self._tenant_starts[tenant] += 1
                     TENANT_STARTS.labels(tenant).set(self._tenant_starts[tenant])
-                return host, starts
-            START_WAITS.labels(tenant).inc()
+                    return host, _Start(tenant, host, host.beats)
+                START_WAITS.labels(tenant).inc()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._start_ended.wait(), self.heartbeat_s)
 
-    def _start_done(self, tenant: str) -> None:
+    def _start_done(self, start: _Start) -> None:
+        """The call that made ``start`` ended: its tenant and host may start another."""
+        tenant, host = start.tenant, start.host
         self._tenant_starts[tenant] -= 1
         TENANT_STARTS.labels(tenant).set(self._tenant_starts[tenant])
+        if host.beats == start.beats and host.starts_since_beat > 0:
+            host.starts_since_beat -= 1  # no heartbeat has counted it since it was placed
         ended, self._start_ended = self._start_ended, asyncio.Event()
         ended.set()
 
@@ -449,11 +578,11 @@ class Router:
         tried: set[Host] = set()
         losses = 0
         while True:
-            host, starts = await self._place(policy, tenant, tried)
+            host, start = await self._place(policy, tenant, tried)
             tried.add(host)
             try:
                 reply = await self._send(host, method, *args)
-            except (RayActorError, ChannelClosedError) as exc:
+            except (RayActorError, ChannelClosedError, HostLostError) as exc:
                 self._lose(host, _why_lost(exc))
                 losses += 1
                 if losses > 1:
@@ -464,8 +593,8 @@ class Router:
                 REROUTED.inc()
                 continue
             finally:
-                if starts:
-                    self._start_done(tenant)
+                if start is not None:
+                    self._start_done(start)
             if reply.code == DRAINING:
                 host.state, host.reason = HostState.DRAINING, "draining"
                 continue
@@ -484,13 +613,16 @@ class Router:
         return any(h not in tried for h in self.healthy())
 
     async def _send(self, host: Host, method: str, *args: Any) -> Reply:
+        """``method`` on ``host``: on its channel, else as a Ray call; either fails at once
+        when the host is lost (:meth:`_lose`)."""
         host.in_flight += 1
         try:
             reply: Reply
-            if method in CALLS and host.channel is not None and not host.channel.closed:
-                reply = await host.channel.call(method, *args)
+            channel = host.channel
+            if method in CALLS and channel is not None and not channel.closed:
+                reply = await channel.call(method, *args)
             else:
-                reply = await getattr(host.actor, method).remote(*args)
+                reply = await host.unless_lost(getattr(host.actor, method).remote(*args))
             return reply
         finally:
             host.in_flight -= 1
@@ -502,8 +634,8 @@ class Router:
         self.check_session_host(session_id, host)
         try:
             reply = await self._send(host, method, *args)
-        except RayActorError as exc:
-            self._lose(host, f"actor died ({type(exc).__name__})")
+        except (RayActorError, ChannelClosedError, HostLostError) as exc:
+            self._lose(host, _why_lost(exc))
             self.check_session_host(session_id, host)
             raise
         self._answered(host, "session")
@@ -555,20 +687,44 @@ class Router:
         )
 
     async def drain(self, name: str, timeout_s: float) -> HostView:
-        """Take ``name`` out of rotation, let its work finish, release its containers."""
+        """Take ``name`` out of rotation, let its work finish, release its containers, then
+        stop its agent: the node's ``sandbox_host`` goes back to Ray, and this router starts
+        no agent there again."""
         host = self.host_named(name)
+        if host.state in (HostState.DRAINED, HostState.LOST, HostState.FAILED):
+            return self.view(host)
         host.state, host.reason = HostState.DRAINING, "draining"
         self._count()
         try:
-            await host.actor.drain.remote(timeout_s)
+            status: HostStatus = await host.actor.drain.remote(timeout_s)
         except RayActorError as exc:
             self._lose(host, f"actor died ({type(exc).__name__})")
-        else:
-            await self._beat(host)
+            return self.view(host)
+        host.status, host.last_beat = status, time.monotonic()
+        host.state, host.reason = HostState.DRAINED, "drained: its agent is stopped"
+        if host.channel is not None:
+            await host.channel.close()
+        host.fail_calls(f"host {host.name} was drained")
+        try:
+            ray.kill(host.actor, no_restart=True)  # gives the node's sandbox_host back
+        except Exception as exc:  # already gone: nothing holds the node
+            logger.warning("fleet host %s: stopping its drained agent: %s", host.name, exc)
+        logger.info("fleet host %s drained; its agent is stopped", host.name)
+        self._count()
         return self.view(host)
 
     def view(self, host: Host) -> HostView:
         groups = host.status.pool.groups if host.status and host.status.pool else []
+        per_group: dict[str, HostGroup] = {}
+        for g in groups:  # a policy's groups (one per image) summed
+            seen = per_group.get(g.policy)
+            per_group[g.policy] = HostGroup(
+                policy=g.policy,
+                idle=g.idle + (seen.idle if seen else 0),
+                busy=g.busy + (seen.busy if seen else 0),
+                starting=g.starting + (seen.starting if seen else 0),
+                warm_target=g.warm_target + (seen.warm_target if seen else 0),
+            )
         return HostView(
             name=host.name,
             node_id=host.node_id,
@@ -583,6 +739,7 @@ class Router:
             waiting=host.status.pool.waiting if host.status and host.status.pool else 0,
             routed=host.routed,
             seconds_since_heartbeat=round(time.monotonic() - host.last_beat, 3),
+            groups=sorted(per_group.values(), key=lambda g: g.policy),
         )
 
     def status(self) -> FleetStatus:

@@ -20,6 +20,16 @@ class HostState(StrEnum):
     FAILED = "failed"
 
 
+class HostGroup(BaseModel):
+    """One policy group on one host: its containers by state, and its warm target."""
+
+    policy: str
+    idle: int
+    busy: int
+    starting: int
+    warm_target: int
+
+
 class HostView(BaseModel):
     """One host, as ``GET /v1/fleet`` and ``sandbox fleet status`` show it."""
 
@@ -36,6 +46,10 @@ class HostView(BaseModel):
     waiting: int
     routed: int
     seconds_since_heartbeat: float
+    groups: list[HostGroup] = Field(
+        default_factory=list,
+        description="Each policy group on the host (its last heartbeat): idle, busy, starting.",
+    )
 
 
 class FleetStatus(BaseModel):

@@ -25,8 +25,9 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sandbox.core.validation import PriorityClassName
 from sandbox.errors import CapacityError, InvalidRequestError, SandboxError, status_and_code
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
 
@@ -55,6 +56,17 @@ class EvaluateRequest(BaseModel):
     item_timeout_s: float | None = Field(default=None, gt=0)
     deadline_s: float | None = Field(default=None, gt=0)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    priority_class: PriorityClassName = None
+
+    @model_validator(mode="after")
+    def _class_named_once(self) -> EvaluateRequest:
+        named = [i for i, item in enumerate(self.items) if item.priority_class is not None]
+        if named:
+            raise ValueError(
+                f"items[{named[0]}].priority_class: a batch runs in one class; name it once, "
+                "as the batch's priority_class (or the X-Priority-Class header)"
+            )
+        return self
 
 
 class ItemLine(BaseModel):
@@ -82,8 +94,10 @@ class Summary(BaseModel):
 
 def request_hash(request: EvaluateRequest) -> str:
     """What an idempotency key is bound to: the canonical batch (JSON, sorted keys),
-    without the key itself and ``concurrency`` (how fast, not what, is judged)."""
-    canonical = request.model_dump(mode="json", exclude={"idempotency_key", "concurrency"})
+    without the key itself, ``concurrency`` and ``priority_class`` (how fast, not what, is
+    judged)."""
+    exclude = {"idempotency_key", "concurrency", "priority_class"}
+    canonical = request.model_dump(mode="json", exclude=exclude)
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 

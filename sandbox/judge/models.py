@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from sandbox.core.execution import MAX_CODE_BYTES
-from sandbox.core.validation import FileMap, RelativePath, check_depth
+from sandbox.core.validation import FileMap, PriorityClassName, RelativePath, check_depth
 from sandbox.policy import LimitOverrides
 from sandbox.runner.harness.wire import MAX_DEPTH
 
@@ -198,6 +198,7 @@ class JudgeRequest(_Wire):
     )
     reward: Literal["binary", "fraction", "weighted"] = "binary"
     early_stop: bool = Field(default=False, description="Stop at the first failing test.")
+    priority_class: PriorityClassName = None
 
 
 class TestResult(BaseModel):

@@ -761,3 +761,30 @@ def test_bad_policy_dir_exits_like_other_commands(tmp_path: Path) -> None:
     assert code == 2
     assert "sandbox: error:" in log
     assert "Traceback" not in log
+
+
+def test_a_priority_class_in_the_body_is_accepted_and_ignored_by_a_single_host(
+    http: httpx.Client,
+) -> None:
+    """Without --fleet there are no classes: the field is ignored, as the header is
+    (any well-formed name, and a header naming another); a malformed name is a 422."""
+    header = {"X-Priority-Class": "another"}
+    ran = http.post("/v1/run", json={"code": "print(1)", "priority_class": "vip"}, headers=header)
+    assert ran.status_code == 200 and ran.json()["stdout"] == "1\n", ran.text
+    case = {"stdin": "", "expected_stdout": "1\n"}
+    item = {"code": "print(1)", "tests": {"kind": "io", "cases": [case]}}
+    judged = http.post("/v1/judge", json={**item, "priority_class": "vip"})
+    assert judged.status_code == 200 and judged.json()["reward"] == 1.0, judged.text
+    batch = {"items": [item], "priority_class": "training"}
+    with http.stream("POST", "/v1/evaluate", json=batch) as response:
+        assert response.status_code == 200
+        lines = [json.loads(line) for line in response.iter_lines() if line.strip()]
+    assert lines[0]["result"]["reward"] == 1.0 and lines[-1]["errors"] == 0
+    created = http.post("/v1/sessions", json={"priority_class": "interactive"})
+    assert created.status_code == 201, created.text
+    assert http.delete(f"/v1/sessions/{created.json()['id']}").status_code == 204
+    malformed = http.post("/v1/run", json={"code": "print(1)", "priority_class": "a b"})
+    assert malformed.status_code == 422 and "priority_class" in malformed.text
+    per_item = {"items": [{**item, "priority_class": "training"}]}
+    refused = http.post("/v1/evaluate", json=per_item)  # a batch names its class once
+    assert refused.status_code == 422 and "items[0].priority_class" in refused.text

@@ -1,13 +1,16 @@
 """The fleet end to end: three Ray nodes, a host agent on each, one API in front.
 
 Real Ray (``ray.cluster_utils.Cluster`` on loopback), real Docker, real HTTP. The
-tests run in file order: the failover test removes a node and the drain test
-drains what is left, so they come last.
+tests run in file order: the frozen-host test stops an agent for a few seconds (and
+lets it go on), the failover test removes a node and the drain test drains what is
+left, so they come last.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -22,7 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox.fleet.config import DEFAULT_QUEUE
-from sandbox.host.labels import LABEL_OWNER
+from sandbox.host.labels import LABEL_OWNER, owner_alive
 from tests.conftest import SANDBOX_BIN, Service, metric
 from tests.deploy.names import SCRAPE_SERIES, missing, sample_names, used_names
 
@@ -337,22 +340,61 @@ def test_an_unknown_class_is_422_and_one_above_the_tenants_is_403(fleet: Service
             "/v1/run", json={"code": "print(1)"}, headers={"X-Priority-Class": "evaluation"}
         )
         assert allowed.status_code == 200 and allowed.json()["stdout"] == "1\n"
+        # the same, named in the body (/v1/run, /v1/judge, /v1/evaluate, /v1/sessions)
+        bodies = {
+            "/v1/run": {"code": "print(1)"},
+            "/v1/judge": item(1),
+            "/v1/evaluate": {"items": [item(1)]},
+            "/v1/sessions": {},
+        }
+        for path, body in bodies.items():
+            unknown = http.post(path, json={**body, "priority_class": "vip"})
+            assert unknown.status_code == 422 and "vip" in unknown.json()["message"], path
+            above = http.post(path, json={**body, "priority_class": "interactive"})
+            assert above.status_code == 403 and "evaluation" in above.json()["message"], path
+        both = http.post(
+            "/v1/run",
+            json={"code": "print(1)", "priority_class": "evaluation"},
+            headers={"X-Priority-Class": "training"},
+        )
+        assert both.status_code == 422, both.text  # two classes named: the message names both
+        assert "'evaluation'" in both.json()["message"] and "'training'" in both.json()["message"]
+        allowed = http.post("/v1/run", json={"code": "print(2)", "priority_class": "evaluation"})
+        assert allowed.status_code == 200 and allowed.json()["stdout"] == "2\n"
+        judged = http.post("/v1/judge", json={**item(1), "priority_class": "training"})
+        assert judged.status_code == 200 and judged.json()["reward"] == 1.0
+        created = http.post("/v1/sessions", json={"priority_class": "evaluation"})
+        assert created.status_code == 201, created.text
+        assert http.delete(f"/v1/sessions/{created.json()['id']}").status_code == 204
 
 
 def test_interactive_runs_are_served_while_a_training_batch_saturates_the_fleet(
     fleet: Service,
 ) -> None:
+    """Interactive runs pass the training work queued before them.
+
+    In first-come order a run sent while N training items wait is answered only after
+    all N got a slot; served before the classes' order, it is answered after the few
+    training items granted while it travels and runs. So the training items served
+    between a run's send and its answer are fewer than those queued at its send.
+    """
+    items = 100
     with client(fleet, "trainer") as trainer, client(fleet, "alice") as alice:
-        batch = Streamed(trainer, 240, concurrency=64)  # trainer's default class: training
-        batch.wait_for(12)
-        queued = fleet_status(alice)["scheduler"]["queued"]
-        assert queued["training"] > 0, queued  # saturated: training work is waiting
+        # trainer's default class: training; 64 at a time over the fleet's 6 slots
+        batch = Streamed(trainer, items, concurrency=64, delay_s=0.3)
+        batch.wait_for(6)
         for _ in range(3):
+            before = fleet_status(alice)["scheduler"]
+            queued = before["queued"]["training"]
+            assert queued >= 20, before  # saturated: training work is waiting
             ran = alice.post("/v1/run", json={"code": "print('now')"})  # interactive by default
             assert ran.status_code == 200 and ran.json()["stdout"] == "now\n"
+            after = fleet_status(alice)["scheduler"]
+            served = after["served"]["trainer"] - before["served"]["trainer"]
+            assert served < queued, (served, queued)
         assert not batch.done.is_set(), "the interactive runs waited for the batch to drain"
         lines = batch.result()
-    assert lines[-1]["items"] == 240 and lines[-1]["errors"] == 0
+    assert lines[-1]["items"] == items and lines[-1]["errors"] == 0
 
 
 def test_tenants_share_the_fleet_by_their_weights(fleet: Service) -> None:
@@ -379,8 +421,33 @@ def test_tenants_share_the_fleet_by_their_weights(fleet: Service) -> None:
     assert 3 * 0.85 <= ratio <= 3 * 1.15, window
 
 
-def test_a_queue_that_stays_long_asks_the_autoscaler_for_hosts(fleet: Service) -> None:
-    """Queue over 20 for 1 s (the test config): the router calls request_resources, once."""
+def requested_hosts(cluster: Any) -> int | None:
+    """The ``sandbox_host`` bundles of the cluster's pending ``request_resources``, as the
+    autoscaler reads them from the GCS (``None`` when none was made)."""
+    from ray._raylet import GcsClient
+    from ray.autoscaler.v2.utils import is_autoscaler_v2
+
+    gcs = GcsClient(address=cluster.address)
+    if is_autoscaler_v2(fetch_from_server=True, gcs_client=gcs):
+        from ray.autoscaler.v2.sdk import get_cluster_resource_state
+
+        state = get_cluster_resource_state(gcs)
+        requests = [
+            (dict(r.request.resources_bundle), r.count)
+            for constraint in state.cluster_resource_constraints
+            for r in constraint.resource_requests
+        ]
+        return sum(n * b.get("sandbox_host", 0) for b, n in requests) if requests else None
+    raw = gcs.internal_kv_get(b"autoscaler_resource_request", None)  # the v1 autoscaler's key
+    return None if raw is None else int(sum(b.get("sandbox_host", 0) for b in json.loads(raw)))
+
+
+def test_a_queue_that_stays_long_asks_the_autoscaler_for_hosts(
+    fleet: Service, cluster: Any
+) -> None:
+    """Queue over 20 for 1 s (the test config): the router calls request_resources (once:
+    the cooldown is 600 s; an earlier test's queue may have been the one), and the cluster
+    holds the request (its 3 hosts and at most 4 more)."""
     with client(fleet, "trainer") as http:
         batch = Streamed(http, 300, concurrency=64)
         deadline = time.monotonic() + 60
@@ -388,6 +455,12 @@ def test_a_queue_that_stays_long_asks_the_autoscaler_for_hosts(fleet: Service) -
             assert time.monotonic() < deadline and not batch.done.is_set(), "no request made"
             time.sleep(0.2)
         batch.result()
+        text = http.get("/metrics").text
+    assert metric(text, "sandbox_fleet_autoscale_requests_total") == 1
+    assert metric(text, "sandbox_fleet_autoscale_failures_total") == 0
+    asked = requested_hosts(cluster)
+    assert asked is not None and 3 < asked <= 3 + 4, asked
+    assert f"asked Ray's autoscaler for {asked} hosts in all" in fleet.log_path.read_text()
 
 
 def test_a_burst_raises_warm_targets_and_idleness_brings_them_back(fleet: Service) -> None:
@@ -496,6 +569,42 @@ def _owned(owner: str) -> list[str]:
         engine.close()
 
 
+def test_a_frozen_host_is_lost_by_its_heartbeats_and_its_runs_end_elsewhere(
+    fleet: Service,
+) -> None:
+    """An agent that stops answering (its process stopped: SIGSTOP) misses 3 heartbeats and
+    is out of rotation; the batch items waiting on it end at once and run again on another
+    host: every item answered once, none scored wrong. Let go on, it comes back."""
+    items = 40
+    with client(fleet) as http:
+        rerouted = metric(http.get("/metrics").text, "sandbox_fleet_rerouted_total")
+        batch = Streamed(http, items, concurrency=12, delay_s=0.3)
+        deadline = time.monotonic() + 30
+        while not (busy := [h for h in _hosts(http).values() if h["in_flight"]]):
+            assert time.monotonic() < deadline and not batch.done.is_set(), "nothing ran"
+            time.sleep(0.02)
+        victim = busy[0]
+        pid = int(victim["owner"].split(":")[1])  # the agent's process (its owner label)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            lines = batch.result(timeout=120)
+            lost = _hosts(http)[victim["node_id"]]
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert lost["state"] == "lost" and lost["reason"] == "missed 3 heartbeats", lost
+        assert metric(http.get("/metrics").text, "sandbox_fleet_rerouted_total") > rerouted
+        indices = Counter(line["index"] for line in lines[:-1])
+        assert sorted(indices) == list(range(items)) and set(indices.values()) == {1}
+        assert lines[-1]["errors"] == 0
+        results = {line["index"]: line["result"] for line in lines[:-1]}
+        assert all(r["reward"] == expected_reward(i) for i, r in results.items()), results
+        deadline = time.monotonic() + 60
+        while _hosts(http)[victim["node_id"]]["state"] != "healthy":
+            assert time.monotonic() < deadline, "the host did not come back once let go on"
+            time.sleep(0.2)
+        assert http.post("/v1/run", json={"code": "print(1)"}).status_code == 200
+
+
 def test_a_lost_host_loses_nothing_but_its_sessions(fleet: Service, cluster: Any) -> None:
     workers = {node.node_id: node for node in cluster.worker_nodes}
     with client(fleet) as http:
@@ -520,6 +629,7 @@ def test_a_lost_host_loses_nothing_but_its_sessions(fleet: Service, cluster: Any
             assert time.monotonic() < deadline, "no batch item ran on the victim host"
             time.sleep(0.05)
         cluster.remove_node(workers[victim["node_id"]], allow_graceful=False)
+        removed = time.monotonic()
         lines = batch.result()
         # items that were running on the lost host were sent again to another one
         assert metric(http.get("/metrics").text, "sandbox_fleet_rerouted_total") > rerouted
@@ -552,26 +662,92 @@ def test_a_lost_host_loses_nothing_but_its_sessions(fleet: Service, cluster: Any
         for sid in sessions:
             http.delete(f"/v1/sessions/{sid}")
 
-    deadline = time.monotonic() + 60
+    deadline = removed + 60
     while _owned(victim["owner"]):
         assert time.monotonic() < deadline, "the lost host's containers remain after 60 s"
         time.sleep(1)
 
 
+def _listed_groups(text: str, hosts: list[str]) -> set[tuple[str, str]]:
+    """(host, policy) of each group line ``sandbox fleet status`` prints under a host."""
+    listed: set[tuple[str, str]] = set()
+    current = None
+    for line in text.splitlines():
+        current = next((h for h in hosts if line.startswith(h + " ")), current)
+        if line.startswith("  group ") and current is not None:
+            listed.add((current, line.removeprefix("  group ").split(":", 1)[0]))
+    return listed
+
+
+def _routed_judgements(http: httpx.Client, host: str) -> float:
+    return metric(http.get("/metrics").text, "sandbox_fleet_routed_total", host=host, kind="judge")
+
+
+def _drain(fleet: Service, name: str) -> None:
+    cli = [str(SANDBOX_BIN), "fleet", "drain", name, "--url", fleet.url, "--key", KEYS["alice"]]
+    drained = subprocess.run(cli, capture_output=True, text=True, timeout=400)
+    assert drained.returncode == 0, drained.stderr
+    assert drained.stdout.strip() == f"{name}: drained", drained.stdout
+
+
 def test_drain_then_no_healthy_host_is_503_naming_the_hosts(fleet: Service) -> None:
-    cli = [str(SANDBOX_BIN), "fleet"]
+    """Drain every host, the first while a batch runs on it; then a request is 503."""
     key = ["--url", fleet.url, "--key", KEYS["alice"]]
-    shown = subprocess.run([*cli, "status", *key], capture_output=True, text=True, timeout=60)
+    cli = [str(SANDBOX_BIN), "fleet", "status", *key]
+    shown = subprocess.run(cli, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     with client(fleet) as http:
-        healthy = [h for h in fleet_status(http)["hosts"] if h["state"] == "healthy"]
-        assert healthy and all(h["name"] in shown.stdout for h in healthy)
-        for host in healthy:
-            drained = subprocess.run(
-                [*cli, "drain", host["name"], *key], capture_output=True, text=True, timeout=400
-            )
-            assert drained.returncode == 0, drained.stderr
-            assert "drained" in drained.stdout
+        hosts = fleet_status(http)["hosts"]
+        healthy = [h for h in hosts if h["state"] == "healthy"]
+        assert len(healthy) == 2 and all(h["name"] in shown.stdout for h in healthy)
+        # each host's policy groups, as /v1/fleet gives them
+        groups = {(h["name"], g["policy"]) for h in hosts for g in h["groups"]}
+        assert {(h["name"], "default") for h in healthy} <= groups
+        assert _listed_groups(shown.stdout, [h["name"] for h in hosts]) == groups
+
+        first, *rest = healthy
+        items = 30
+        batch = Streamed(http, items, concurrency=8, delay_s=0.5)
+        deadline = time.monotonic() + 30
+        while not _hosts(http)[first["node_id"]]["in_flight"]:
+            assert time.monotonic() < deadline and not batch.done.is_set(), "nothing ran there"
+            time.sleep(0.02)
+        seen: list[dict[str, Any]] = []  # the first host while its drain runs
+        watching = threading.Event()
+
+        def watch() -> None:
+            with client(fleet) as watcher:
+                while not watching.is_set():
+                    seen.append(_hosts(watcher)[first["node_id"]])
+                    time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            _drain(fleet, first["name"])
+        finally:
+            watching.set()
+            watcher.join(30)
+        drained_at = time.monotonic()
+        routed = _routed_judgements(http, first["name"])
+        # runs were in flight there during the drain; they finished there, as judged items
+        assert any(h["state"] == "draining" and h["in_flight"] for h in seen), seen[-5:]
+        lines = batch.result()
+        indices = Counter(line["index"] for line in lines[:-1])
+        assert sorted(indices) == list(range(items)) and set(indices.values()) == {1}
+        assert lines[-1]["errors"] == 0 and lines[-1]["infra_errors"] == 0
+        results = {line["index"]: line["result"] for line in lines[:-1]}
+        assert all(r["reward"] == expected_reward(i) for i, r in results.items()), results
+        # nothing new was placed there once drained; its containers and its agent are gone
+        assert _routed_judgements(http, first["name"]) == routed
+        assert not _owned(first["owner"]), "a drained host kept containers"
+        deadline = time.monotonic() + 30
+        while owner_alive(first["owner"]):  # stopped: its node's sandbox_host is free again
+            assert time.monotonic() < deadline, "the drained host's agent still runs"
+            time.sleep(0.2)
+
+        for host in rest:
+            _drain(fleet, host["name"])
             assert not _owned(host["owner"]), "a drained host kept containers"
         refused = http.post("/v1/run", json={"code": "print(1)"})
         assert refused.status_code == 503, refused.text
@@ -579,6 +755,12 @@ def test_drain_then_no_healthy_host_is_503_naming_the_hosts(fleet: Service) -> N
         assert body["code"] == "fleet_unavailable"
         for host in fleet_status(http)["hosts"]:
             assert host["name"] in body["message"]
+        # the router looked for nodes again since (every 5 heartbeats): no agent is started
+        # on a drained node
+        time.sleep(max(0.0, drained_at + 6.0 - time.monotonic()))
+        again = _hosts(http)[first["node_id"]]
+        assert again["state"] == "drained" and again["owner"] == first["owner"], again
+        assert len(fleet_status(http)["hosts"]) == len(hosts)
 
 
 def test_task_environments_are_refused_by_a_fleet_with_501(fleet: Service) -> None:

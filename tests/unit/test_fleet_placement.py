@@ -83,6 +83,10 @@ def test_affinity_keeps_a_tenant_on_its_host_unless_it_is_loaded_more_by_the_mar
     assert picks(loaded, affinity="home") == {"idle": 300}
     assert picks(loaded, affinity="home", affinity_margin=0.5) == {"home": 300}
     assert picks(hosts, affinity="home", affinity_margin=0.0) == {"idle": 300}
+    # a home whose every slot is busy (open sessions hold its containers) is left, even
+    # within the margin
+    full = [host("home", slots=2, busy=2), host("idle", slots=2, busy=0)]
+    assert picks(full, affinity="home", affinity_margin=1.0) == {"idle": 300}
     # a home that cannot take work is left
     gone = [host("home", healthy=False), host("idle", busy=0)]
     assert picks(gone, affinity="home") == {"idle": 300}
