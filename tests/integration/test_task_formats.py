@@ -12,7 +12,6 @@ runner, which reads the file itself, must refuse each and never hang.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,7 +28,7 @@ from sandbox.evals.tasks import load_tasks as own_load_tasks
 from sandbox.quality import CheckSettings, run_check
 from sandbox.quality.progress import QualityProgress
 from sandbox.service.platform import Platform
-from tests.conftest import REPO, SANDBOX_BIN
+from tests.conftest import REPO, SANDBOX_BIN, harbor_bin
 from tests.integration.eval_runs import by_task, run_tasks
 
 pytestmark = pytest.mark.docker
@@ -159,14 +158,10 @@ async def test_a_task_whose_environment_needs_building_is_built_and_judged(
     assert record["environment"]["image"].startswith("sandbox-env:")
 
 
-# harbor needs Python >= 3.12: it lives in a venv of its own (SANDBOX_HARBOR_BIN names its CLI).
-HARBOR_BIN = Path(os.environ.get("SANDBOX_HARBOR_BIN", "/work/main/.venv-harbor/bin/harbor"))
 ROUND_TRIP = ["cli-wordfreq", "data-revenue-by-country", "fix-js-slugify", "c-fix-makefile"]
 
 
 def test_the_exported_suite_passes_harbor_lint(tmp_path: Path) -> None:
-    if not HARBOR_BIN.exists():
-        pytest.skip(f"the harbor venv ({HARBOR_BIN}) is not installed")
     out = tmp_path / "harbor"
     done = subprocess.run(
         [str(SANDBOX_BIN), "tasks", "export", str(out), "--format", "harbor"],
@@ -178,7 +173,7 @@ def test_the_exported_suite_passes_harbor_lint(tmp_path: Path) -> None:
     exported = sorted(p.name for p in out.iterdir())
     assert exported == sorted(t.id for t in own_load_tasks(SUITE))
     lint = subprocess.run(
-        [str(HARBOR_BIN), "lint", "--json", *(str(out / name) for name in exported)],
+        [str(harbor_bin()), "lint", "--json", *(str(out / name) for name in exported)],
         capture_output=True,
         text=True,
         timeout=300,

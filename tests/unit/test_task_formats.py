@@ -6,7 +6,6 @@ made by the real ``harbor init``); nothing here needs Docker.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,11 +16,9 @@ from sandbox.evals.formats import load_task, load_tasks, task_format
 from sandbox.evals.formats.layout import translate_paths
 from sandbox.evals.reward_files import MAX_REWARD_BYTES, judge_rewards
 from sandbox.evals.tasks import TaskError
-from tests.conftest import REPO
+from tests.conftest import REPO, harbor_bin
 
 FORMATS = REPO / "tests" / "data" / "formats"
-# harbor needs Python >= 3.12: it lives in a venv of its own (SANDBOX_HARBOR_BIN names its CLI).
-HARBOR_BIN = Path(os.environ.get("SANDBOX_HARBOR_BIN", "/work/main/.venv-harbor/bin/harbor"))
 
 
 def harbor_task(tmp_path: Path, toml_extra: str = "", *, name: str = "t") -> Path:
@@ -167,12 +164,10 @@ def test_a_dockerfile_that_builds_needs_its_own_environment(tmp_path: Path) -> N
 
 
 def test_harbor_init_tasks_load_or_are_refused_by_name(tmp_path: Path) -> None:
-    if not HARBOR_BIN.exists():
-        pytest.skip(f"the harbor venv ({HARBOR_BIN}) is not installed")
     for mode in ("shared", "separate"):
         subprocess.run(
             [
-                str(HARBOR_BIN),
+                str(harbor_bin()),
                 "init",
                 f"demo/{mode}",
                 "-t",
