@@ -2,8 +2,9 @@
 
 The tasks in ``tests/data/formats`` map onto the built-in python image (a
 Dockerfile that only copies files over ``sandbox-python``, or ``docker_image =
-"sandbox-python"``), so they run on an in-process platform today: the oracle
-passes them, the null agent fails them. Then an agent tries every way to plant
+"sandbox-python"``); count-words' separate verifier has an image of its own
+(``tests/Dockerfile``, built). On an in-process platform the oracle passes them,
+the null agent fails them. Then an agent tries every way to plant
 a reward before the verifier runs, and verifiers write their reward file in
 hostile shapes (a link, a FIFO, oversized, missing, a partial reward): the
 runner, which reads the file itself, must refuse each and never hang.
@@ -54,6 +55,15 @@ async def test_oracle_passes_and_null_fails_both_formats(
     # reward.json: its "reward" entry is the reward, the other entries are kept.
     assert oracle["count-words"]["tests"]["rewards"] == {"reward": 1.0, "formatted": 1.0}
     assert null["count-words"]["tests"]["reward"] == 0.0
+    # count-words' separate verifier ran in its tests/Dockerfile's own image (which alone
+    # holds the expected count), given the agent's /app: built once, found cached after.
+    built = [
+        oracle["count-words"]["verifier_environment"],
+        null["count-words"]["verifier_environment"],
+    ]
+    assert [b["image"].startswith("sandbox-env:") for b in built] == [True, True]
+    assert built[0]["id"] == built[1]["id"] and built[1]["cached"] is True
+    assert "verifier_environment" not in oracle["fix-greeting"]
     # [verifier.env] reached the tests, which ran from the copy of the working directory.
     assert "2 passed" in oracle["fix-greeting"]["tests"]["stdout_tail"]
 
@@ -214,15 +224,23 @@ async def test_quality_check_reads_both_formats_and_reports_the_verifier(
         "#!/bin/bash\n[ -f /tmp/skip ] && echo 1 > /logs/verifier/reward.txt && exit 0\n"
         + (FORMATS / "harbor" / "count-words" / "tests" / "test.sh").read_text()
     )
-    report = await run_check(
-        [FORMATS / "harbor", FORMATS / "terminal-bench", needs_build, reads_tmp],
-        CheckSettings(concurrency=4, runs=1),
-        platform=platform,
-        progress=QualityProgress(enabled=False),
-    )
-    items = {item.key: item for item in report.items}
-    # (count-words and reads-tmp are near-duplicates of each other: a warning, no failure)
+    items = {}
+    # Every probe where the test needs the whole library (fix-greeting's one loophole); the
+    # others, whose point is their controls (judged by count-words' separate verifier) and
+    # static findings, with forged-report alone (it applies to programs only).
+    for paths, probes in (
+        ([FORMATS / "harbor" / "fix-greeting", FORMATS / "terminal-bench"], None),
+        ([FORMATS / "harbor" / "count-words", needs_build, reads_tmp], ("forged-report",)),
+    ):
+        report = await run_check(
+            paths,
+            CheckSettings(concurrency=4, runs=1, probes=probes),
+            platform=platform,
+            progress=QualityProgress(enabled=False),
+        )
+        items.update({item.key: item for item in report.items})
     assert not items["count-words"].failing, items["count-words"].findings
+    assert items["count-words"].controls["empty"].passed is False
     assert items["tb-sum-numbers"].status == "ok", items["tb-sum-numbers"].findings
     # test_outputs.py runs the agent's greet.py as the judge uid: it writes the reward itself.
     greeting = items["fix-greeting"]

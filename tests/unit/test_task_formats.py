@@ -163,7 +163,10 @@ def test_a_dockerfile_that_builds_needs_its_own_environment(tmp_path: Path) -> N
     assert "FROM ubuntu:24.04" in " ".join(load_task(target).notes)
 
 
-def test_harbor_init_tasks_load_or_are_refused_by_name(tmp_path: Path) -> None:
+def test_harbor_init_tasks_load_with_a_separate_verifier_of_their_own(tmp_path: Path) -> None:
+    """What ``harbor init -t`` writes loads in both verifier modes; ``separate`` builds
+    its ``tests/Dockerfile`` as an environment of its own, in whose working directory
+    (/app) the tests run, given what ``artifacts`` names (nothing, as Harbor's template)."""
     for mode in ("shared", "separate"):
         subprocess.run(
             [
@@ -185,8 +188,21 @@ def test_harbor_init_tasks_load_or_are_refused_by_name(tmp_path: Path) -> None:
     shared = load_task(tmp_path / "shared")
     assert shared.format == "harbor" and shared.config.category == "software_engineering"
     assert shared.needs_own_environment is not None  # FROM ubuntu:24.04: needs building
+    assert shared.verifier_environment is None
+    separate = load_task(tmp_path / "separate")
+    verifier = separate.verifier_environment
+    assert verifier is not None and verifier.dockerfile == tmp_path / "separate/tests/Dockerfile"
+    assert verifier.context == tmp_path / "separate/tests" and verifier.base_policy == "harbor"
+    assert separate.artifacts == ()
+    assert separate.config.tests.command is not None
+    assert separate.config.tests.command.startswith("cd /app && ")
+    # Given the working directory as an artifact, it is handed to the verifier's /app.
+    config = tmp_path / "separate" / "task.toml"
+    config.write_text(config.read_text().replace("artifacts = []", 'artifacts = ["/app"]'))
+    assert load_task(tmp_path / "separate").artifacts == ("/app",)
+    (tmp_path / "separate" / "tests" / "Dockerfile").write_text("FROM python:3.12-slim\n")
     error = refusal(tmp_path / "separate")
-    assert error.key == "verifier.environment_mode" and "RUN" in str(error)
+    assert error.key == "artifacts" and "WORKDIR /app" in str(error)
 
 
 def tb_task(tmp_path: Path) -> Path:

@@ -22,7 +22,7 @@ from typing import Final
 
 from ..tasks import BUILTIN_IMAGES, MAX_FILE_BYTES, TaskError, read_regular_file, read_tree
 
-__all__ = ["DockerfileMapping", "map_dockerfile", "verifier_image", "workdir_of"]
+__all__ = ["DockerfileMapping", "map_dockerfile", "workdir_of"]
 
 MAX_DOCKERFILE_BYTES: Final = 256 * 1024
 _IGNORED: Final = frozenset({"LABEL"})
@@ -151,20 +151,6 @@ def _read(dockerfile: Path) -> list[tuple[int, str, str]]:
             "does not start with FROM; name the base image first", source=str(dockerfile)
         )
     return instructions
-
-
-def verifier_image(dockerfile: Path) -> tuple[str, str | None]:
-    """A separate verifier's image (``tests/Dockerfile``): its base, and why it needs building.
-
-    It runs on its base image when it only copies the tests in (``COPY``,
-    ``WORKDIR``, ``LABEL``): the platform puts the tests in place itself.
-    """
-    instructions = _read(dockerfile)
-    base = instructions[0][2].split()[0]
-    for number, keyword, _ in instructions[1:]:
-        if keyword not in ("COPY", "WORKDIR", "LABEL"):
-            return base, f"{dockerfile.name}:{number}: {keyword} in the verifier's image"
-    return base, None
 
 
 def map_dockerfile(
