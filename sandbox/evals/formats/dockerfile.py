@@ -22,7 +22,7 @@ from typing import Final
 
 from ..tasks import BUILTIN_IMAGES, MAX_FILE_BYTES, TaskError, read_regular_file, read_tree
 
-__all__ = ["DockerfileMapping", "map_dockerfile", "workdir_of"]
+__all__ = ["DockerfileMapping", "bundling_base", "map_dockerfile", "workdir_of"]
 
 MAX_DOCKERFILE_BYTES: Final = 256 * 1024
 _IGNORED: Final = frozenset({"LABEL"})
@@ -151,6 +151,15 @@ def _read(dockerfile: Path) -> list[tuple[int, str, str]]:
             "does not start with FROM; name the base image first", source=str(dockerfile)
         )
     return instructions
+
+
+def bundling_base(dockerfile: Path) -> str | None:
+    """The base image of a separate verifier's ``tests/Dockerfile`` that only bundles the
+    tests into it (``COPY``, ``WORKDIR``, ``LABEL``); None when it builds more."""
+    instructions = _read(dockerfile)
+    if any(keyword not in ("COPY", "WORKDIR", "LABEL") for _, keyword, _ in instructions[1:]):
+        return None
+    return instructions[0][2].split()[0]
 
 
 def map_dockerfile(

@@ -33,7 +33,8 @@ platform cannot honour are refused by name too, with the fix
   agent's programs re-run through ``agent-run`` as the sandbox uid
   (:mod:`.layout`). ``environment_mode`` ``shared``, and ``separate`` without an
   image of its own (Harbor's fresh copy of ``[environment]``): on the agent's
-  own session. ``separate`` with an image of its own (``[verifier.environment]
+  own session, and so does a verifier image that is the agent's with the tests only
+  bundled in. ``separate`` with an image of its own (``[verifier.environment]
   docker_image``, else ``tests/Dockerfile``, built like the agent's, aliases
   applied; its resources, ``env`` and ``workdir`` from ``[verifier.environment]``,
   else ``[environment]``, as Harbor resolves them): in a fresh session of that
@@ -72,7 +73,7 @@ from ..tasks import (
     read_tree,
     validation_error,
 )
-from .dockerfile import map_dockerfile, workdir_of
+from .dockerfile import bundling_base, map_dockerfile, workdir_of
 from .layout import TEST_SCRIPT, HarborParts, SeparateVerifier, build_task
 
 __all__ = ["CONFIG_FILE", "HarborConfig", "load_harbor_task", "parse_harbor_config"]
@@ -364,11 +365,14 @@ def _solve_script(task_dir: Path) -> bytes | None:
 
 
 def _separate_verifier(
-    task_dir: Path, config: HarborConfig, source: str
+    task_dir: Path, config: HarborConfig, agent_image: str | None, source: str
 ) -> SeparateVerifier | None:
     """Harbor's separate verifier when it has an image of its own, as Harbor resolves it:
     ``[verifier.environment] docker_image``, else ``tests/Dockerfile``. None when the tests
-    run in the agent's session (shared mode, or a fresh copy of ``[environment]``)."""
+    run in the agent's session: shared mode, a fresh copy of ``[environment]``, or the
+    agent's image (``agent_image``: a built-in image its Dockerfile only lays files over,
+    or its ``docker_image``) with the tests only bundled in (the platform puts them in
+    place itself)."""
     verifier = config.verifier
     mode = verifier.environment_mode or ("separate" if verifier.environment else "shared")
     if mode == "shared":
@@ -376,11 +380,13 @@ def _separate_verifier(
     env = verifier.environment or config.environment
     dockerfile = task_dir / "tests" / "Dockerfile"
     if verifier.environment is not None and verifier.environment.docker_image:
-        if verifier.environment.docker_image == config.environment.docker_image:
-            return None  # the agent's own image
+        if verifier.environment.docker_image == agent_image:
+            return None
         found: dict[str, Any] = {"dockerfile": None, "image": verifier.environment.docker_image}
         workdir = env.workdir
     elif dockerfile.exists():
+        if agent_image is not None and bundling_base(dockerfile) == agent_image:
+            return None
         found = {"dockerfile": dockerfile, "image": None}
         workdir = env.workdir or workdir_of(_text(dockerfile, 256 * 1024))
     else:
@@ -450,7 +456,9 @@ def load_harbor_task(path: Path | str) -> Task:
             )
         mapped = map_dockerfile(dockerfile, environment_dir, workdir=env.workdir)
         workdir = mapped.workdir
+        agent_image = mapped.base if mapped.image is not None else None  # else built on it
     else:
+        agent_image = env.docker_image
         if dockerfile.exists():
             notes.append("docker_image is used; environment/Dockerfile is not built")
             workdir = workdir or workdir_of(_text(dockerfile, 256 * 1024))
@@ -489,7 +497,7 @@ def load_harbor_task(path: Path | str) -> Task:
         verifier_env=dict(config.verifier.env),
         root=config.agent.user in ("root", 0),
         build_timeout_s=env.build_timeout_sec,
-        verifier=_separate_verifier(task_dir, config, source),
+        verifier=_separate_verifier(task_dir, config, agent_image, source),
         artifacts=[str(a) for a in config.artifacts],
         category=category if isinstance(category, str) and category else "uncategorized",
         difficulty=difficulty if difficulty in ("easy", "medium", "hard") else None,
