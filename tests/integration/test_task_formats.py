@@ -24,7 +24,6 @@ from sandbox.evals.agents import Agent, Tools, TrialContext
 from sandbox.evals.formats import load_task, load_tasks
 from sandbox.evals.formats.export import SUITE, export_harbor
 from sandbox.evals.tasks import Task
-from sandbox.evals.tasks import load_task as own_load_task
 from sandbox.evals.tasks import load_tasks as own_load_tasks
 from sandbox.quality import CheckSettings, run_check
 from sandbox.quality.progress import QualityProgress
@@ -168,9 +167,6 @@ async def test_a_task_whose_environment_needs_building_is_built_and_judged(
     assert record["environment"]["image"].startswith("sandbox-env:")
 
 
-ROUND_TRIP = ["cli-wordfreq", "data-revenue-by-country", "fix-js-slugify", "c-fix-makefile"]
-
-
 def test_the_exported_suite_passes_harbor_lint(tmp_path: Path) -> None:
     out = tmp_path / "harbor"
     done = subprocess.run(
@@ -195,20 +191,22 @@ def test_the_exported_suite_passes_harbor_lint(tmp_path: Path) -> None:
 async def test_exported_tasks_read_back_give_the_same_verdicts(
     platform: Platform, tmp_path: Path
 ) -> None:
-    originals = [own_load_task(SUITE / name) for name in ROUND_TRIP]
-    export_harbor(originals, tmp_path / "harbor")
+    """The first task of each of the suite's categories, exported to Harbor's format and
+    read back: the reference solution passes each and doing nothing fails each, as every
+    original does (``test_shipped_tasks.py`` runs both on the whole suite)."""
+    suite = own_load_tasks(SUITE)
+    first: dict[str, Task] = {}
+    for task in suite:
+        first.setdefault(task.config.category, task)
+    assert set(first) == {t.config.category for t in suite} and len(first) >= 7
+    export_harbor(list(first.values()), tmp_path / "harbor")
     imported = load_tasks(tmp_path / "harbor")
-    assert [t.format for t in imported] == ["harbor"] * len(ROUND_TRIP)
-    assert all(t.needs_own_environment is None for t in imported)
-    verdicts: dict[str, dict[str, str]] = {}
-    for label, tasks in (("ours", originals), ("harbor", imported)):
-        for agent in (OracleAgent(), NullAgent()):
-            summary = await run_tasks(platform, tasks, agent, tmp_path / f"{label}-{agent.name}")
-            for record in summary.records:
-                verdicts.setdefault(f"{record['task']}/{agent.name}", {})[label] = record["outcome"]
-    for key, outcome in verdicts.items():
-        expected = "passed" if key.endswith("/oracle") else "failed"
-        assert outcome == {"ours": expected, "harbor": expected}, key
+    assert {t.config.category: t.id for t in imported} == {c: t.id for c, t in first.items()}
+    assert all(t.format == "harbor" and t.needs_own_environment is None for t in imported)
+    for agent, verdict in ((OracleAgent(), "passed"), (NullAgent(), "failed")):
+        summary = await run_tasks(platform, imported, agent, tmp_path / agent.name, concurrency=4)
+        outcomes = {r["task"]: r["outcome"] for r in summary.records}
+        assert outcomes == {t.id: verdict for t in imported}, summary.records
 
 
 async def test_quality_check_reads_both_formats_and_reports_the_verifier(
