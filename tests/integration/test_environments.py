@@ -158,17 +158,26 @@ def test_a_failing_step_is_refused_with_its_output(
 def test_gc_removes_least_recently_used_first_and_spares_running_images(
     builder: EnvironmentBuilder, tmp_path: Path, docker_client: docker.DockerClient
 ) -> None:
-    ids = []
-    for name in "abc":
+    """A build past the disk budget removes the least recently used environment itself."""
+
+    def spec(name: str) -> EnvironmentSpec:
         blob = f"/{name}-{secrets.token_hex(4)}"
-        dockerfile = f"FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > {blob}\n"
-        ids.append(builder.build(task(tmp_path, dockerfile)).record.environment)
-    a, b, c = ids
-    builder.use(a)  # used: b is now the least recently used, then c, then a
-    sizes = {r.environment: r.size_bytes for r in builder.records.all()}
-    assert all(size > 2_000_000 for size in sizes.values()), sizes
-    removed = collect(builder.records, sizes[a] + sizes[c] + 1000)
-    assert removed == [b]
+        return task(tmp_path, f"FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > {blob}\n")
+
+    a, b = (builder.build(spec(name)).record.environment for name in "ab")
+    builder.use(a)  # used: b is now the least recently used
+    sizes = [r.size_bytes for r in builder.records.all()]
+    assert all(size > 2_000_000 for size in sizes), sizes
+    # Room for two such environments, not three: building a third goes past it.
+    budget_mb = int(2.5 * max(sizes)) >> 20
+    small = EnvironmentBuilder(
+        builder.records.directory,
+        EnvironmentsConfig(image_aliases=ALIASES, disk_budget_mb=budget_mb),
+    )
+    lines: list[str] = []
+    c = small.build(spec("c"), progress=lines.append).record.environment
+    assert f"garbage-collected environment {b} (disk budget {budget_mb} MB)" in lines, lines
+    assert sorted(r.environment for r in builder.records.all()) == sorted([a, c])
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(f"sandbox-env:{b}")
     # c is used by a running container: it stays even with no budget at all; a goes.
