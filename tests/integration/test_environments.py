@@ -55,15 +55,19 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
     nonce = secrets.token_hex(8)
     spec = task(
         tmp_path,
-        f"FROM python:3.13-slim\nRUN echo {nonce} > /etc/nonce\nCOPY data.txt /srv/data.txt\n",
-        **{"data.txt": "payload\n"},
+        f"FROM python:3.13-slim\nRUN echo {nonce} > /etc/nonce\nCOPY data.txt /srv/data.txt\n"
+        "COPY . /srv/context/\n",
+        **{"data.txt": "payload\n", "hidden.txt": "the tests' answer\n"},
     )
+    # An excluded entry is neither built in nor hashed (a Terminal-Bench task's own tests).
+    spec = spec.model_copy(update={"exclude": ("hidden.txt",)})
     lines: list[str] = []
     first = builder.build(spec, progress=lines.append)
     assert not first.cached and first.record.image == f"sandbox-env:{first.record.environment}"
     assert any("Step 2/" in line and "RUN echo" in line for line in lines), lines
     log = builder.records.log_path(first.record.environment).read_text()
     assert nonce in log and "Successfully tagged" in log
+    (spec.dockerfile.parent / "hidden.txt").write_text("changed\n")  # type: ignore[union-attr]
     started = time.monotonic()
     second = builder.build(spec)
     cached_s = time.monotonic() - started
@@ -76,9 +80,11 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
     third = builder.build(spec)
     assert not third.cached and third.record.environment != first.record.environment
     out = docker_client.containers.run(
-        third.record.image, ["cat", "/srv/data.txt", "/etc/nonce"], remove=True
+        third.record.image,
+        ["sh", "-c", "cat /srv/data.txt /etc/nonce; ls /srv/context"],
+        remove=True,
     )
-    assert out.decode() == f"changed\n{nonce}\n"
+    assert out.decode() == f"changed\n{nonce}\nDockerfile\ndata.txt\n"
 
 
 def test_the_runner_is_layered_in_whatever_the_from(

@@ -2,12 +2,13 @@
 
 The tasks in ``tests/data/formats`` map onto the built-in python image (a
 Dockerfile that only copies files over ``sandbox-python``, or ``docker_image =
-"sandbox-python"``); count-words' separate verifier has an image of its own
-(``tests/Dockerfile``, built). On an in-process platform the oracle passes them,
-the null agent fails them. Then an agent tries every way to plant
-a reward before the verifier runs, and verifiers write their reward file in
-hostile shapes (a link, a FIFO, oversized, missing, a partial reward): the
-runner, which reads the file itself, must refuse each and never hang.
+"sandbox-python"``), but tb-count-level, built for its ``RUN``; count-words'
+separate verifier has an image of its own (``tests/Dockerfile``, built). On an
+in-process platform the oracle passes them, the null agent fails them. Then an
+agent tries every way to plant a reward before the verifier runs, and verifiers
+write their reward file in hostile shapes (a link, a FIFO, oversized, missing, a
+partial reward): the runner, which reads the file itself, must refuse each and
+never hang.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ async def test_oracle_passes_and_null_fails_both_formats(
     assert [b["image"].startswith("sandbox-env:") for b in built] == [True, True]
     assert built[0]["id"] == built[1]["id"] and built[1]["cached"] is True
     assert "verifier_environment" not in oracle["fix-greeting"]
+    # tb-count-level's Dockerfile has a RUN: built by the environment builder.
+    assert oracle["tb-count-level"]["environment"]["image"].startswith("sandbox-env:")
     # [verifier.env] reached the tests, which ran from the copy of the working directory.
     assert "2 passed" in oracle["fix-greeting"]["tests"]["stdout_tail"]
 
@@ -227,7 +230,10 @@ async def test_quality_check_reads_both_formats_and_reports_the_verifier(
     # others, whose point is their controls (judged by count-words' separate verifier) and
     # static findings, with forged-report alone (it applies to programs only).
     for paths, probes in (
-        ([FORMATS / "harbor" / "fix-greeting", FORMATS / "terminal-bench"], None),
+        (
+            [FORMATS / "harbor" / "fix-greeting", FORMATS / "terminal-bench" / "tb-sum-numbers"],
+            None,
+        ),
         ([FORMATS / "harbor" / "count-words", needs_build, reads_tmp], ("forged-report",)),
     ):
         report = await run_check(

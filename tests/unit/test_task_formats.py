@@ -224,6 +224,30 @@ def test_terminal_bench_is_mapped_like_harbors_mapper(tmp_path: Path) -> None:
     assert task.solve_script is not None and b"/workspace/numbers.txt" in task.solve_script
 
 
+def test_a_terminal_bench_image_that_is_built_leaves_the_tasks_own_files_out(
+    tmp_path: Path,
+) -> None:
+    """Its build context is the task directory: the tests, solution and scripts are left out
+    (``COPY .`` would give them to the agent), unless the Dockerfile copies them by name."""
+    source = FORMATS / "terminal-bench" / "tb-count-level"
+    env = load_task(source).environment
+    assert env is not None and env.dockerfile == source / "Dockerfile"
+    assert set(env.exclude) == {
+        "tests",
+        "solution.sh",
+        "run-tests.sh",
+        "task.yaml",
+        "docker-compose.yaml",
+        "docker-compose.yml",
+    }
+    target = tmp_path / "tb"
+    shutil.copytree(source, target)
+    with (target / "Dockerfile").open("a") as dockerfile:
+        dockerfile.write("COPY tests /opt/tests/\n")
+    env = load_task(target).environment
+    assert env is not None and "tests" not in env.exclude and "solution.sh" in env.exclude
+
+
 @pytest.mark.parametrize(
     ("change", "words"),
     [

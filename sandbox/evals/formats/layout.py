@@ -151,6 +151,8 @@ class HarborParts:
     verifier_env: dict[str, str] = field(default_factory=dict)
     root: bool = False
     build_timeout_s: float = 600.0
+    context_exclude: tuple[str, ...] = ()
+    """Top-level entries of the build context never built into the image."""
     verifier: SeparateVerifier | None = None
     """None: the tests run in the agent's own session once its processes are gone."""
     artifacts: list[str] = field(default_factory=list)
@@ -256,7 +258,11 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         builtin = None
         parts.notes.append(f"its environment needs building: {mapped.unmapped}")
         assert parts.dockerfile is not None
-        source_of = {"dockerfile": parts.dockerfile, "context": parts.dockerfile.parent}
+        source_of = {
+            "dockerfile": parts.dockerfile,
+            "context": parts.dockerfile.parent,
+            "exclude": parts.context_exclude,
+        }
     else:
         assert parts.image_name is not None
         builtin = BUILTIN_IMAGES.get(parts.image_name)
