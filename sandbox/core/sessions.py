@@ -56,7 +56,13 @@ from sandbox.core.snapshots import SnapshotRecord, SnapshotStore
 from sandbox.core.validation import FileMap, RelativePath, check_relative_path, decode_files
 from sandbox.environments import EnvironmentBuilder, ResourceRequest, derive_policy
 from sandbox.environments.build import SEED_DIR
-from sandbox.errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
+from sandbox.errors import (
+    InvalidRequestError,
+    LimitError,
+    NotFoundError,
+    PayloadTooLargeError,
+    QuotaError,
+)
 from sandbox.policy import LimitOverrides, Policy
 from sandbox.policy.limits import MAX_TIME_S, MIN_TIME_S
 from sandbox.results import ExecLimits, ExecResult, ExecStatus
@@ -597,7 +603,8 @@ class SessionManager:
         session's environment ``WORKDIR`` in both sessions; the target's is emptied, then
         filled from a tar the sandbox user makes in the source and unpacks in the target
         (as a snapshot is: the host extracts nothing, links stay links). Judging prunes
-        the links that lead out.
+        the links that lead out. :class:`PayloadTooLargeError` when the tar would pass
+        :data:`MAX_SNAPSHOT_BYTES` (the target is left as it was).
         """
         source = self.get(source_id, tenant=tenant)
         target = self.get(target_id, tenant=tenant)
@@ -617,7 +624,9 @@ class SessionManager:
         if not paths:
             return
         members = [path_arg(path.lstrip("/")) for path in paths]
-        archive = await self._archive(source, "/", members, ", ".join(paths))
+        archive = await self._archive(
+            source, "/", members, ", ".join(paths), too_large=PayloadTooLargeError
+        )
         steps = [(["find", path_arg(path), "-mindepth", "1", "-delete"], b"") for path in paths]
         for argv, stdin in (*steps, ([*RESTORE_COMMAND, "-C", "/"], archive)):
             done = await self._run(target, argv, stdin=stdin, keep_processes=False)
@@ -643,8 +652,16 @@ class SessionManager:
             env=session.env,
         )
 
-    async def _archive(self, session: Session, folder: str, members: list[str], what: str) -> bytes:
-        """A tar of ``members`` of ``folder``, made in the sandbox by the sandbox user."""
+    async def _archive(
+        self,
+        session: Session,
+        folder: str,
+        members: list[str],
+        what: str,
+        too_large: type[InvalidRequestError] = InvalidRequestError,
+    ) -> bytes:
+        """A tar of ``members`` of ``folder``, made in the sandbox by the sandbox user;
+        ``too_large`` is raised past :data:`MAX_SNAPSHOT_BYTES`."""
         limits = exec_limits(session.policy, None).model_copy(
             update={"stdout_bytes": MAX_SNAPSHOT_BYTES}
         )
@@ -652,7 +669,8 @@ class SessionManager:
             session, [*SNAPSHOT_COMMAND, "-C", folder, *members], limits=limits
         )
         if result.status is not ExecStatus.OK or result.stdout_truncated:
-            raise InvalidRequestError(
+            error = too_large if result.stdout_truncated else InvalidRequestError
+            raise error(
                 f"could not archive {what} ({result.status.value}; at most "
                 f"{MAX_SNAPSHOT_BYTES} bytes): {result.stderr.decode(errors='replace')[-300:]}"
             )

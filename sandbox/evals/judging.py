@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sandbox.core.argv import shell_command
 from sandbox.core.sessions import Command, SessionManager, SessionSpec
 from sandbox.environments import EnvironmentSpec
-from sandbox.errors import InvalidRequestError, SandboxError
+from sandbox.errors import InvalidRequestError, PayloadTooLargeError, SandboxError
 from sandbox.results import ExecResult, ExecStatus
 
 from .reward_files import REWARD_FILES, judge_rewards
@@ -271,9 +271,15 @@ async def _judge_separately(
         key="verifier_environment",
     )
     verifier = await sessions.create(spec, tenant=tenant)
+    notes = record["verifier_environment"]["notes"]
     try:
-        record["verifier_environment"]["notes"] += verifier.notes
-        await sessions.hand_over(session_id, verifier.id, task.artifacts, tenant=tenant)
+        notes += verifier.notes
+        try:
+            await sessions.hand_over(session_id, verifier.id, task.artifacts, tenant=tenant)
+        except PayloadTooLargeError as exc:
+            # What the agent left is its doing: judged without it (as Harbor's best-effort
+            # artifact copy goes on), never an infra error that would drop the trial.
+            notes.append(f"the agent's artifacts were not handed to the verifier: {exc}")
         return await _run_tests(sessions, verifier.id, task, tenant)
     finally:
         with contextlib.suppress(SandboxError):

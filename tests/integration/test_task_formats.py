@@ -86,6 +86,8 @@ class PlantingAgent(Agent):
             "echo '{\"reward\": 1}' > logs/verifier/reward.json && echo 1 > reward.txt",
             "mkdir -p /tmp/logs/verifier && echo 1 > /tmp/logs/verifier/reward.txt",
             "ln -s /judge/logs/verifier/reward.txt planted-link && mkfifo /workspace/reward.json",
+            # More than a separate verifier is handed (64 MiB): judged without it, not dropped.
+            "head -c 70000000 /dev/zero > padding",
             # A process that outlives the agent, racing to write the reward while tests run.
             "nohup bash -c 'while true; do mkdir -p /judge/logs/verifier 2>/dev/null; "
             "echo 1 > /judge/logs/verifier/reward.txt 2>/dev/null; sleep 0.05; done' "
@@ -107,8 +109,10 @@ async def test_a_reward_planted_by_the_agent_never_counts(
     agent = PlantingAgent()
     records = by_task(await run_tasks(platform, tasks, agent, tmp_path / "planted"))
     for record in records.values():
-        assert record["outcome"] == "failed", record["tests"]
+        assert record["outcome"] == "failed", (record["error"], record["tests"])
         assert record["tests"]["reward"] == 0.0
+    notes = records["count-words"]["verifier_environment"]["notes"]
+    assert any("not handed to the verifier" in note for note in notes), notes
     # The judge's space and the root are closed to the agent.
     for seen in agent.observations.values():
         assert "Permission denied" in seen[0], seen[0]
