@@ -8,6 +8,7 @@ At the end of the session, no container of ours may be left.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -104,6 +105,20 @@ async def pool(backend: DockerBackend) -> AsyncIterator[Pool]:
     await pool.close()
 
 
+def harbor_bin() -> Path:
+    """The real ``harbor`` CLI (Python >= 3.12: a venv of its own, ``make harbor-venv``):
+    ``.venv-harbor`` here, or the venv ``$SANDBOX_HARBOR_VENV`` names. A test that needs it
+    fails without it (CI makes it)."""
+    venv = Path(os.environ.get("SANDBOX_HARBOR_VENV", REPO / ".venv-harbor"))
+    harbor = venv / "bin" / "harbor"
+    if not harbor.is_file():
+        pytest.fail(
+            f"{harbor} is missing: make the Harbor venv with `make harbor-venv` "
+            "(or point SANDBOX_HARBOR_VENV at one)"
+        )
+    return harbor
+
+
 class Service(ServiceProcess):
     """A ``sandbox serve`` subprocess on a free loopback port (args: extra CLI flags)."""
 
@@ -137,6 +152,7 @@ __all__ = [
     "SANDBOX_BIN",
     "Service",
     "free_port",
+    "harbor_bin",
     "judge_on",
     "make_policy",
     "metric",

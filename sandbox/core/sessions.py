@@ -62,7 +62,13 @@ from sandbox.core.validation import (
 )
 from sandbox.environments import EnvironmentBuilder, ResourceRequest, derive_policy
 from sandbox.environments.build import SEED_DIR
-from sandbox.errors import InvalidRequestError, LimitError, NotFoundError, QuotaError
+from sandbox.errors import (
+    InvalidRequestError,
+    LimitError,
+    NotFoundError,
+    PayloadTooLargeError,
+    QuotaError,
+)
 from sandbox.policy import LimitOverrides, Policy
 from sandbox.policy.limits import MAX_TIME_S, MIN_TIME_S
 from sandbox.results import ExecLimits, ExecResult, ExecStatus
@@ -601,23 +607,56 @@ class SessionManager:
             }
         )
 
+    async def hand_over(
+        self, source_id: str, target_id: str, paths: Sequence[str], *, tenant: str
+    ) -> None:
+        """Copy ``paths`` of one session into another, as Harbor gives a separate verifier
+        the agent's artifacts.
+
+        Every process of the source is killed first. Each path is ``/workspace`` or the
+        session's environment ``WORKDIR`` in both sessions; the target's is emptied, then
+        filled from a tar the sandbox user makes in the source and unpacks in the target
+        (as a snapshot is: the host extracts nothing, links stay links). Judging prunes
+        the links that lead out. :class:`PayloadTooLargeError` when the tar would pass
+        :data:`MAX_SNAPSHOT_BYTES` (the target is left as it was).
+        """
+        source = self.get(source_id, tenant=tenant)
+        target = self.get(target_id, tenant=tenant)
+        for session in (source, target):
+            roots = {WORKDIR, session.seed or WORKDIR}
+            outside = [path for path in paths if path not in roots]
+            if outside:
+                raise InvalidRequestError(
+                    f"{', '.join(outside)}: only {' and '.join(sorted(roots))} can be handed "
+                    "over (the places the sandbox user writes)"
+                )
+        settle = await self._run(source, ["true"], keep_processes=False)
+        if settle.reason is not None:
+            raise InvalidRequestError(
+                f"the session's processes could not be stopped: {settle.reason}"
+            )
+        if not paths:
+            return
+        members = [path_arg(path.lstrip("/")) for path in paths]
+        archive = await self._archive(
+            source, "/", members, ", ".join(paths), too_large=PayloadTooLargeError
+        )
+        steps = [(["find", path_arg(path), "-mindepth", "1", "-delete"], b"") for path in paths]
+        for argv, stdin in (*steps, ([*RESTORE_COMMAND, "-C", "/"], archive)):
+            done = await self._run(target, argv, stdin=stdin, keep_processes=False)
+            if done.status is not ExecStatus.OK:
+                raise InvalidRequestError(
+                    f"could not hand {', '.join(paths)} over ({argv[0]}): "
+                    f"{done.stderr.decode(errors='replace')[-300:]}"
+                )
+
     async def snapshot(self, session_id: str, *, tenant: str) -> str:
         """The workspace as an archive kept in the snapshot store; returns the snapshot's id."""
         session = self.get(session_id, tenant=tenant)
-        limits = exec_limits(session.policy, None).model_copy(
-            update={"stdout_bytes": MAX_SNAPSHOT_BYTES}
-        )
         folder, members = session.archive_paths
-        result = await self._run(
-            session, [*SNAPSHOT_COMMAND, "-C", folder, *members], limits=limits
-        )
-        if result.status is not ExecStatus.OK or result.stdout_truncated:
-            raise InvalidRequestError(
-                f"could not archive the workspace ({result.status.value}; at most "
-                f"{MAX_SNAPSHOT_BYTES} bytes): {result.stderr.decode(errors='replace')[-300:]}"
-            )
+        archive = await self._archive(session, folder, members, "the workspace")
         return await self.snapshots.add(
-            result.stdout,
+            archive,
             tenant=tenant,
             policy=session.base_policy or session.policy.name,
             image=session.image,
@@ -626,6 +665,30 @@ class SessionManager:
             root=session.root,
             env=session.env,
         )
+
+    async def _archive(
+        self,
+        session: Session,
+        folder: str,
+        members: list[str],
+        what: str,
+        too_large: type[InvalidRequestError] = InvalidRequestError,
+    ) -> bytes:
+        """A tar of ``members`` of ``folder``, made in the sandbox by the sandbox user;
+        ``too_large`` is raised past :data:`MAX_SNAPSHOT_BYTES`."""
+        limits = exec_limits(session.policy, None).model_copy(
+            update={"stdout_bytes": MAX_SNAPSHOT_BYTES}
+        )
+        result = await self._run(
+            session, [*SNAPSHOT_COMMAND, "-C", folder, *members], limits=limits
+        )
+        if result.status is not ExecStatus.OK or result.stdout_truncated:
+            error = too_large if result.stdout_truncated else InvalidRequestError
+            raise error(
+                f"could not archive {what} ({result.status.value}; at most "
+                f"{MAX_SNAPSHOT_BYTES} bytes): {result.stderr.decode(errors='replace')[-300:]}"
+            )
+        return result.stdout
 
     async def close(self, session_id: str, *, tenant: str) -> None:
         """End the session: its processes are killed and its sandbox reset; idempotent."""

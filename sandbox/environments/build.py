@@ -11,7 +11,8 @@ the built-in images, whatever its ``FROM``.
 
 The tag is ``sandbox-env:<id>``; the id is 12 hex digits of a SHA-256 over the
 rewritten Dockerfile, the resolved base images' ids, the build args, the
-context's files, the runner's sources and ``layer.sh``: an unchanged
+context's files (less the spec's ``exclude``, which is not built either), the
+runner's sources and ``layer.sh``: an unchanged
 environment is found, not rebuilt. A build runs at most ``build_timeout_s``
 (the step's container is killed when it is exceeded); each step is a progress
 line, and the whole output is kept in the store (``<id>.log``).
@@ -27,7 +28,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -173,14 +174,14 @@ class EnvironmentBuilder:
             )
             bases = [resolved for _, resolved in rewritten.bases]
             base_ids = [_image_id(client, ref) or "" for ref in bases]
-            files = _context_files(context, self.config.max_context_mb << 20)
+            files = _context_files(context, self.config.max_context_mb << 20, spec.exclude)
             parts = [
                 "environment",
                 BUILD_FORMAT,
                 rewritten.text,
                 *(f"base {ref} {ident}" for ref, ident in zip(bases, base_ids, strict=True)),
                 *(f"arg {k}={v}" for k, v in sorted(spec.build_args.items())),
-                *(f"link {rel} {os.readlink(p)}" for rel, p in _links(context)),
+                *(f"link {rel} {os.readlink(p)}" for rel, p in _links(context, spec.exclude)),
             ]
             trees = [
                 ("context", files),
@@ -193,8 +194,10 @@ class EnvironmentBuilder:
                 if found is not None:
                     say(f"environment {environment} is built ({found.image}); not rebuilt")
                     return BuildResult(found, cached=True)
-                # What the hash skipped (bytecode caches) is not built either.
-                shutil.copytree(context, work / "build", symlinks=True, ignore=_no_bytecode)
+                # What the hash skipped (bytecode caches, exclude) is not built either.
+                shutil.copytree(
+                    context, work / "build", symlinks=True, ignore=_skipped(context, spec.exclude)
+                )
                 record = self._build(
                     client, environment, work / "build", rewritten, spec, notes, say
                 )
@@ -308,8 +311,22 @@ def _size(client: docker.DockerClient, ref: str) -> int:
         raise EngineError(f"cannot inspect image {ref}: {exc}") from exc
 
 
-def _no_bytecode(_: str, names: list[str]) -> list[str]:
-    return [n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))]
+def _excluded(rel: str, exclude: Collection[str]) -> bool:
+    return rel.split("/", 1)[0] in exclude
+
+
+def _skipped(context: Path, exclude: Collection[str]) -> Callable[[str, list[str]], list[str]]:
+    """``copytree``'s ignore: bytecode caches, and ``exclude`` at the context's top level."""
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        top = Path(folder) == context
+        return [
+            n
+            for n in names
+            if n == "__pycache__" or n.endswith((".pyc", ".pyo")) or (top and n in exclude)
+        ]
+
+    return ignore
 
 
 def _inputs(spec: EnvironmentSpec, work: Path) -> tuple[str, str, Path]:
@@ -336,9 +353,11 @@ def _inputs(spec: EnvironmentSpec, work: Path) -> tuple[str, str, Path]:
     return str(dockerfile), text, context
 
 
-def _context_files(context: Path, max_bytes: int) -> list[tuple[str, Path]]:
-    """The context's regular files (sorted), refused past the stated size limits."""
-    files = images._files(context)
+def _context_files(
+    context: Path, max_bytes: int, exclude: Collection[str]
+) -> list[tuple[str, Path]]:
+    """The context's regular files (sorted) but ``exclude``, refused past the size limits."""
+    files = [(rel, path) for rel, path in images._files(context) if not _excluded(rel, exclude)]
     total = sum(path.stat().st_size for _, path in files)
     if total > max_bytes or len(files) > MAX_CONTEXT_FILES:
         raise PayloadTooLargeError(
@@ -348,9 +367,11 @@ def _context_files(context: Path, max_bytes: int) -> list[tuple[str, Path]]:
     return files
 
 
-def _links(context: Path) -> list[tuple[str, Path]]:
+def _links(context: Path, exclude: Collection[str]) -> list[tuple[str, Path]]:
     return sorted(
-        (p.relative_to(context).as_posix(), p) for p in context.rglob("*") if p.is_symlink()
+        (rel, p)
+        for p in context.rglob("*")
+        if p.is_symlink() and not _excluded(rel := p.relative_to(context).as_posix(), exclude)
     )
 
 

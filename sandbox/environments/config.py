@@ -70,8 +70,9 @@ class EnvironmentsConfig(BaseModel):
     )
     disk_budget_mb: int = Field(
         default=DEFAULT_DISK_BUDGET_MB,
-        ge=256,
-        description="built environments above this are removed least recently used first",
+        ge=1,
+        description="built environments above this are removed least recently used first "
+        "(after each new build; the one just built is kept whatever its size)",
     )
 
     max_context_mb: int = Field(

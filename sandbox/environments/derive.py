@@ -32,8 +32,9 @@ from .spec import ResourceRequest
 
 ROOT_NOTE = (
     "root was requested and is allowed under gVisor, but commands still run as the "
-    "unprivileged sandbox user: running them as root is not implemented yet (the runner "
-    "refuses uid 0, which could reach the judge's files)"
+    "unprivileged sandbox user: a uid-0 agent could reach the runner, outlive the kill "
+    "before judging and write the judge's files in this container (docs/security.md, "
+    "'Root inside the sandbox')"
 )
 
 #: Sandboxes of one environment kept warm (a first use warms its pool).

@@ -28,7 +28,8 @@ def collect(records: RecordStore, budget_bytes: int, *, keep: Collection[str] = 
     """
     client = docker_client()
     try:
-        in_use = {str(c.attrs.get("Image", "")) for c in client.containers.list()}
+        # One listing, no inspect per container: one that goes meanwhile is no error.
+        in_use = {str(c.get("ImageID", "")) for c in client.api.containers()}
         present = []
         for record in sorted(records.all(), key=lambda r: r.last_used_at):
             try:

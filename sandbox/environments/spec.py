@@ -33,6 +33,11 @@ class EnvironmentSpec(BaseModel):
     context: Path | None = Field(
         default=None, description="the build context (default: the Dockerfile's folder)"
     )
+    exclude: tuple[str, ...] = Field(
+        default=(),
+        description="top-level entries of the context left out of the build (a "
+        "Terminal-Bench task's own tests and solution)",
+    )
     image: str | None = Field(
         default=None, description="an image name, mapped through the operator's image_aliases"
     )

@@ -352,6 +352,12 @@ class Tools:
     def steps_left(self) -> int:
         return self.max_steps - self.steps
 
+    @property
+    def workdir(self) -> str:
+        """The session's working directory: its environment's WORKDIR (writable, filled from
+        the image) when that is not /workspace, else /workspace."""
+        return self._sessions.get(self._session_id, tenant=self._tenant).seed or WORKDIR
+
     def expire(self) -> None:
         """The runner's clock ran out: every further call raises :class:`AgentTimeout`."""
         self.timed_out = True

@@ -5,13 +5,16 @@ call (:mod:`.episodes`), so a pass means the same thing in evaluation and in
 training. Pytest-judged tests pass on the platform harness's nonce-checked
 report; a ``tests.command`` on its exit status; Harbor and Terminal-Bench tasks
 (``Task.judged_by_reward``) on the reward file their tests wrote
-(:mod:`.reward_files`).
+(:mod:`.reward_files`). A Harbor task whose separate verifier has an image of its
+own (``Task.verifier_environment``) is judged in a fresh session of that
+environment, given the agent's artifacts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -24,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sandbox.core.argv import shell_command
 from sandbox.core.sessions import Command, SessionManager, SessionSpec
 from sandbox.environments import EnvironmentSpec
-from sandbox.errors import InvalidRequestError, SandboxError
+from sandbox.errors import InvalidRequestError, PayloadTooLargeError, SandboxError
 from sandbox.results import ExecResult, ExecStatus
 
 from .reward_files import REWARD_FILES, judge_rewards
@@ -198,8 +201,10 @@ async def _in_environment(
     environment: EnvironmentSpec,
     spec: SessionSpec,
     record: dict[str, Any],
+    key: str = "environment",
 ) -> SessionSpec:
-    """Build the task's environment (or find it built) and point ``spec`` at it.
+    """Build the task's environment (or find it built) and point ``spec`` at it; its
+    details go in ``record[key]``.
 
     On a platform without the environment builder, a task whose environment is
     one of the built-in images (a Dockerfile that only lays files over one) runs
@@ -215,7 +220,7 @@ async def _in_environment(
         )
     built = await asyncio.to_thread(sessions.environments.build, environment, progress=logger.info)
     env_id = built.record.environment
-    record["environment"] = {
+    record[key] = {
         "id": env_id,
         "image": built.record.image,
         "cached": built.cached,
@@ -234,6 +239,53 @@ async def _in_environment(
     )
 
 
+async def _run_tests(
+    sessions: SessionManager, session_id: str, task: Task, tenant: str
+) -> ExecResult:
+    tests = task.config.tests
+    return await sessions.run_hidden_tests(
+        session_id,
+        task.tests,
+        command=tests.command,
+        timeout_s=tests.timeout_s,
+        tenant=tenant,
+        collect=REWARD_FILES if task.judged_by_reward else (),
+        isolate_agent=tests.isolate_agent,
+        agent_run=task.judged_by_reward,
+    )
+
+
+async def _judge_separately(
+    sessions: SessionManager, session_id: str, task: Task, tenant: str, record: dict[str, Any]
+) -> ExecResult:
+    """Harbor's separate verifier: a fresh session of the verifier's own environment gets
+    the agent's artifacts (once every process of the agent is killed) and runs the tests;
+    then it is closed. ``record["verifier_environment"]`` gets its build's details."""
+    assert task.verifier_environment is not None
+    spec = await _in_environment(
+        sessions,
+        task,
+        task.verifier_environment,
+        SessionSpec(policy=task.config.policy),
+        record,
+        key="verifier_environment",
+    )
+    verifier = await sessions.create(spec, tenant=tenant)
+    notes = record["verifier_environment"]["notes"]
+    try:
+        notes += verifier.notes
+        try:
+            await sessions.hand_over(session_id, verifier.id, task.artifacts, tenant=tenant)
+        except PayloadTooLargeError as exc:
+            # What the agent left is its doing: judged without it (as Harbor's best-effort
+            # artifact copy goes on), never an infra error that would drop the trial.
+            notes.append(f"the agent's artifacts were not handed to the verifier: {exc}")
+        return await _run_tests(sessions, verifier.id, task, tenant)
+    finally:
+        with contextlib.suppress(SandboxError):
+            await sessions.close(verifier.id, tenant=tenant)
+
+
 async def judge_session(
     sessions: SessionManager, session_id: str, task: Task, *, tenant: str, record: dict[str, Any]
 ) -> Outcome:
@@ -246,16 +298,10 @@ async def judge_session(
     config = task.config
     started = time.monotonic()
     try:
-        result = await sessions.run_hidden_tests(
-            session_id,
-            task.tests,
-            command=config.tests.command,
-            timeout_s=config.tests.timeout_s,
-            tenant=tenant,
-            collect=REWARD_FILES if task.judged_by_reward else (),
-            isolate_agent=config.tests.isolate_agent,
-            agent_run=task.judged_by_reward,
-        )
+        if task.verifier_environment is None:
+            result = await _run_tests(sessions, session_id, task, tenant)
+        else:
+            result = await _judge_separately(sessions, session_id, task, tenant, record)
     except SandboxError as exc:
         record["error"] = f"the hidden tests could not run: {exc}"
         return Outcome.INFRA_ERROR

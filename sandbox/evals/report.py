@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -94,10 +95,11 @@ def build_report(run_dir: Path | str) -> dict[str, Any]:
 
 
 def _environments(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each task environment the trials ran in: its build (time, log, notes) and reuse."""
+    """Each task environment the trials ran in (the agent's, a separate verifier's): its
+    build (time, log, notes) and reuse."""
     found: dict[str, dict[str, Any]] = {}
-    for record in records:
-        env = record.get("environment")
+    for record, key in itertools.product(records, ("environment", "verifier_environment")):
+        env = record.get(key)
         if not env:
             continue
         entry = found.setdefault(

@@ -244,6 +244,11 @@ class Task:
     """sha256 over task.yaml and every file: a changed task is a different task."""
     environment: EnvironmentSpec | None = None
     """The task's own environment (its Dockerfile or image); None: ``config.image``."""
+    verifier_environment: EnvironmentSpec | None = None
+    """Where the tests run when not in the agent's session (Harbor's separate verifier with
+    an image of its own): a fresh session of this environment, given ``artifacts``."""
+    artifacts: tuple[str, ...] = ()
+    """The agent's directories a separate verifier gets (copied to the same paths)."""
     format: str = "sandbox"
     """The format it was read from: ``sandbox`` (task.yaml), ``harbor`` or ``terminal-bench``."""
     judged_by_reward: bool = False
@@ -270,8 +275,9 @@ class Task:
         """Why this task needs the environment builder; None when it runs on ``config.image``.
 
         A task whose environment is a Dockerfile, sets variables, or wants the
-        agent to be root needs it; without it the evaluator refuses such a trial
-        with this reason (:mod:`sandbox.evals.runner`).
+        agent to be root, or whose verifier has an environment of its own, needs it;
+        without it the evaluator refuses such a trial with this reason
+        (:mod:`sandbox.evals.runner`).
         """
         env = self.environment
         if env is None:
@@ -286,6 +292,8 @@ class Task:
             return f"its environment sets variables ({', '.join(sorted(env.env))})"
         if env.root:
             return "its agent runs as root"
+        if self.verifier_environment is not None:
+            return "its tests run in a separate verifier environment of their own"
         return None
 
 

@@ -373,11 +373,13 @@ def _planted_links(
 
 
 def _link_actions(files: dict[str, bytes]) -> list[Action]:
+    """The links as one command; a file already there is kept (a built environment's own
+    working directory holds files the task's ``files`` do not list, such as the input)."""
     links = {p: d[len(LINK_MARK) :].decode() for p, d in files.items() if d.startswith(LINK_MARK)}
     for path in links:
         del files[path]
-    commands = [shell_command("ln", "-sfn", target, paths=[path]) for path, target in links.items()]
-    return [Action("shell", command=" && ".join(commands))] if commands else []
+    commands = [shell_command("ln", "-sn", target, paths=[path]) for path, target in links.items()]
+    return [Action("shell", command="; ".join(commands))] if commands else []
 
 
 # ---------------------------------------------------------------------------- leaks

@@ -8,8 +8,9 @@ task, an agent, then the hidden tests copied in after it stopped. The agent is
 1. the reference solution ``runs`` times, each with its own seed (the hidden
    tests get a ``conftest.py`` that seeds :mod:`random` with it; a ``command``
    also sees ``PYTHONHASHSEED``, ``SANDBOX_QUALITY_SEED`` and ``RANDOM``),
-   recording which files it created or changed (the *answer files*); and the
-   untouched initial state,
+   recording which files it created or changed in the session's working directory
+   (the *answer files*: below ``/workspace``, or a built environment's own ``WORKDIR``
+   such as ``/app``, where the plans then write); and the untouched initial state,
    during which the agent looks for the hidden tests' lines outside the
    workspace (the ``read-expected`` probe);
 2. the empty and trivial answers and every probe, built on the answer files.
@@ -24,11 +25,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
 
+from sandbox.backends.base import WORKDIR
 from sandbox.core.argv import shell_command
 from sandbox.core.sessions import SessionManager
 from sandbox.evals.agents import Agent, OracleAgent, Tools, TrialContext
@@ -63,6 +66,8 @@ MARK_AND_TICK: Final = (
 BEGIN: Final = "@@quality-files@@"
 END: Final = "@@quality-end@@"
 MAX_ANSWER_FILES: Final = 200
+STAGE: Final = ".quality-stage"
+"""Where a plan's files are staged below /workspace when the working directory is elsewhere."""
 EXTRA_STEPS: Final = 12
 FAILED_RE: Final = re.compile(r"^(FAILED|ERROR) (\S+)", re.MULTILINE)
 SEED_CONFTEST: Final = (
@@ -111,29 +116,42 @@ class PlanAgent(Agent):
         seen = self.observed.setdefault(trial.task_id, Observed())
         if plan.secrets:
             seen.leaks = parse_leaks(await tools.shell(leak_scan_command(plan.secrets)))
+        workdir = tools.workdir
         if plan.reference:
-            await self._reference(trial, tools, seen)
+            await self._reference(trial, tools, seen, workdir)
         for action in plan.actions:
-            if action.kind == "write":
-                await tools.write_files(dict(action.files))
-            elif action.kind == "chmod":
-                await tools.shell(shell_command("chmod", "+x", paths=action.paths))
-            elif action.kind == "delete":
-                await tools.shell(shell_command("rm", "-rf", paths=action.paths))
-            else:
-                await tools.shell(action.command)
+            await _apply(action, tools, workdir)
         tools.done("quality plan applied")
 
-    async def _reference(self, trial: TrialContext, tools: Tools, seen: Observed) -> None:
+    async def _reference(
+        self, trial: TrialContext, tools: Tools, seen: Observed, workdir: str
+    ) -> None:
         await tools.shell(MARK_AND_TICK)
         await self.oracle.run(trial, cast(Tools, _KeepOpen(tools)))
         files = self.oracle_files[trial.task_id]
         listing = await tools.shell(
-            f"echo {BEGIN}; cd /workspace && find . -xdev -type f \\( -newer {MARK} -o "
+            f"echo {BEGIN}; cd {shlex.quote(workdir)} && find . -xdev -type f \\( -newer {MARK} -o "
             f"-cnewer {MARK} \\) -not -path '*/__pycache__/*' -not -path '*/.pytest_cache/*' "
             f"-printf '%m %P\\n' | sort | head -n {MAX_ANSWER_FILES}; echo {END}; rm -f {MARK}"
         )
         seen.answers = _parse_listing(listing, files)
+
+
+async def _apply(action: Action, tools: Tools, workdir: str) -> None:
+    """One action of a plan, its paths relative to the session's working directory."""
+    if action.kind == "write" and workdir == WORKDIR:
+        await tools.write_files(dict(action.files))
+        return
+    if action.kind == "write":  # files are written below /workspace only: staged there
+        await tools.write_files({f"{STAGE}/{path}": data for path, data in action.files.items()})
+        command = f"cp -R --preserve=mode {WORKDIR}/{STAGE}/. . && rm -rf {WORKDIR}/{STAGE}"
+    elif action.kind == "chmod":
+        command = shell_command("chmod", "+x", paths=action.paths)
+    elif action.kind == "delete":
+        command = shell_command("rm", "-rf", paths=action.paths)
+    else:
+        command = action.command
+    await tools.shell(f"cd {shlex.quote(workdir)} && {command}")
 
 
 class _KeepOpen:

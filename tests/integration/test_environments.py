@@ -55,15 +55,19 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
     nonce = secrets.token_hex(8)
     spec = task(
         tmp_path,
-        f"FROM python:3.13-slim\nRUN echo {nonce} > /etc/nonce\nCOPY data.txt /srv/data.txt\n",
-        **{"data.txt": "payload\n"},
+        f"FROM python:3.13-slim\nRUN echo {nonce} > /etc/nonce\nCOPY data.txt /srv/data.txt\n"
+        "COPY . /srv/context/\n",
+        **{"data.txt": "payload\n", "hidden.txt": "the tests' answer\n"},
     )
+    # An excluded entry is neither built in nor hashed (a Terminal-Bench task's own tests).
+    spec = spec.model_copy(update={"exclude": ("hidden.txt",)})
     lines: list[str] = []
     first = builder.build(spec, progress=lines.append)
     assert not first.cached and first.record.image == f"sandbox-env:{first.record.environment}"
     assert any("Step 2/" in line and "RUN echo" in line for line in lines), lines
     log = builder.records.log_path(first.record.environment).read_text()
     assert nonce in log and "Successfully tagged" in log
+    (spec.dockerfile.parent / "hidden.txt").write_text("changed\n")  # type: ignore[union-attr]
     started = time.monotonic()
     second = builder.build(spec)
     cached_s = time.monotonic() - started
@@ -76,9 +80,11 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
     third = builder.build(spec)
     assert not third.cached and third.record.environment != first.record.environment
     out = docker_client.containers.run(
-        third.record.image, ["cat", "/srv/data.txt", "/etc/nonce"], remove=True
+        third.record.image,
+        ["sh", "-c", "cat /srv/data.txt /etc/nonce; ls /srv/context"],
+        remove=True,
     )
-    assert out.decode() == f"changed\n{nonce}\n"
+    assert out.decode() == f"changed\n{nonce}\nDockerfile\ndata.txt\n"
 
 
 def test_the_runner_is_layered_in_whatever_the_from(
@@ -158,17 +164,26 @@ def test_a_failing_step_is_refused_with_its_output(
 def test_gc_removes_least_recently_used_first_and_spares_running_images(
     builder: EnvironmentBuilder, tmp_path: Path, docker_client: docker.DockerClient
 ) -> None:
-    ids = []
-    for name in "abc":
+    """A build past the disk budget removes the least recently used environment itself."""
+
+    def spec(name: str) -> EnvironmentSpec:
         blob = f"/{name}-{secrets.token_hex(4)}"
-        dockerfile = f"FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > {blob}\n"
-        ids.append(builder.build(task(tmp_path, dockerfile)).record.environment)
-    a, b, c = ids
-    builder.use(a)  # used: b is now the least recently used, then c, then a
-    sizes = {r.environment: r.size_bytes for r in builder.records.all()}
-    assert all(size > 2_000_000 for size in sizes.values()), sizes
-    removed = collect(builder.records, sizes[a] + sizes[c] + 1000)
-    assert removed == [b]
+        return task(tmp_path, f"FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > {blob}\n")
+
+    a, b = (builder.build(spec(name)).record.environment for name in "ab")
+    builder.use(a)  # used: b is now the least recently used
+    sizes = [r.size_bytes for r in builder.records.all()]
+    assert all(size > 2_000_000 for size in sizes), sizes
+    # Room for two such environments, not three: building a third goes past it.
+    budget_mb = int(2.5 * max(sizes)) >> 20
+    small = EnvironmentBuilder(
+        builder.records.directory,
+        EnvironmentsConfig(image_aliases=ALIASES, disk_budget_mb=budget_mb),
+    )
+    lines: list[str] = []
+    c = small.build(spec("c"), progress=lines.append).record.environment
+    assert f"garbage-collected environment {b} (disk budget {budget_mb} MB)" in lines, lines
+    assert sorted(r.environment for r in builder.records.all()) == sorted([a, c])
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(f"sandbox-env:{b}")
     # c is used by a running container: it stays even with no budget at all; a goes.

@@ -2,7 +2,7 @@
 agents, Harbor-format tasks (``tests/data/harbor``), our service on loopback.
 
 ``harbor`` needs Python >= 3.12, so it runs as a subprocess from the venv ``make setup``
-makes (``.venv-harbor``; ``$HARBOR_VENV`` points elsewhere), with this checkout first on
+makes (``.venv-harbor``; ``$SANDBOX_HARBOR_VENV`` points elsewhere), with this checkout first on
 its path. Each trial must run in a session of our service under the ``harbor`` policy,
 and every session must be closed when Harbor is done.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import REPO, Service
+from tests.conftest import REPO, Service, harbor_bin
 
 pytestmark = pytest.mark.docker
 
@@ -35,14 +35,6 @@ IMPORT_PATH = "sandbox.integrations.harbor:SandboxEnvironment"
 HARBOR_TIMEOUT_S = 600
 
 
-def _harbor_bin() -> Path:
-    venv = Path(os.environ.get("HARBOR_VENV", REPO / ".venv-harbor"))
-    harbor = venv / "bin" / "harbor"
-    if not harbor.is_file():
-        pytest.fail(f"{harbor} is missing: make the Harbor venv with `make harbor-venv`")
-    return harbor
-
-
 def harbor(
     service: Service, tasks: Path, agent: str, jobs: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -54,7 +46,7 @@ def harbor(
         "COLUMNS": "250",  # the refusal messages unwrapped
     }
     command = [
-        str(_harbor_bin()),
+        str(harbor_bin()),
         "run",
         "--path", str(tasks),
         "--agent", agent,
@@ -185,7 +177,7 @@ def test_the_environment_does_what_harbor_asks(
     the sandbox uid on a read-only root, a stopped environment runs nothing; and which
     Dockerfiles map onto our images."""
     probe = Path(__file__).with_name("harbor_probe.py")
-    python = _harbor_bin().with_name("python")
+    python = harbor_bin().with_name("python")
     done = subprocess.run(
         [str(python), str(probe), service.url, str(tmp_path)],
         env={**os.environ, "PYTHONPATH": str(REPO)},

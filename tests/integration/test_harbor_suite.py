@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -42,7 +41,7 @@ from docker.models.containers import Container
 
 from sandbox.backends.docker import LABEL_MANAGED, LABEL_OWNER, owner_label
 from sandbox.host.images import base_tag, image_names, resolve_image
-from tests.conftest import REPO
+from tests.conftest import REPO, harbor_bin
 
 pytestmark = pytest.mark.docker
 
@@ -52,11 +51,6 @@ TASKS = sorted(p.parent.name for p in SUITE.glob("*/task.toml"))
 AGENT_UID = "10001:10001"
 FROM_LINE = re.compile(r"^(\s*FROM\s+)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 BUILD_TIMEOUT_S = 900
-
-
-def harbor_venv() -> Path:
-    """The venv holding the real ``harbor`` package (``make harbor-venv``)."""
-    return Path(os.environ.get("SANDBOX_HARBOR_VENV", REPO / ".venv-harbor"))
 
 
 @dataclass(frozen=True)
@@ -276,11 +270,7 @@ def test_the_suite_has_ten_tasks_or_more() -> None:
 
 
 def test_every_task_passes_harbor_lint() -> None:
-    harbor = harbor_venv() / "bin" / "harbor"
-    if not harbor.exists():
-        pytest.skip(
-            f"no harbor venv at {harbor_venv()} (make harbor-venv, or SANDBOX_HARBOR_VENV=)"
-        )
+    harbor = harbor_bin()
     dirs = [str(SUITE / name) for name in TASKS]
     done = subprocess.run(
         [str(harbor), "lint", "--extend-select", "root-agent", "--json", *dirs],

@@ -32,6 +32,7 @@ from inspect_ai.util import SandboxUnavailableError, sandbox
 from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
 from inspect_ai.util._sandbox.self_check import *  # noqa: F403  (the checks, collected here)
 
+from sandbox.client import AsyncSandboxClient
 from sandbox.integrations.inspect_provider import (
     LEDGER_ENV,
     PROVIDER,
@@ -166,12 +167,27 @@ def test_the_example_config_file_loads() -> None:
     assert (loaded.image, loaded.policy, loaded.environment) == ("python", "inspect", None)
 
 
-async def test_an_environment_id_is_passed_to_the_service(config: PlatformSandboxConfig) -> None:
-    """``environment`` goes into the session request (this service does not know the field
-    yet, and says so by name)."""
-    with_environment = config.model_copy(update={"environment": "env-123"})
-    with pytest.raises((ValueError, LookupError), match="environment"):
-        await PlatformSandboxEnvironment.sample_init("t", with_environment, {})
+async def test_a_sample_runs_in_a_built_environment(
+    config: PlatformSandboxConfig, tmp_path: Path
+) -> None:
+    """``environment`` goes into the session request: the sample's sandbox is a session in
+    that built environment (a file its Dockerfile made is there); an id the service never
+    built is refused by name."""
+    (tmp_path / "Dockerfile").write_text(
+        "FROM sandbox-python\nRUN echo built-for-inspect > /opt/inspect-marker\n"
+    )
+    async with AsyncSandboxClient(config.url, api_key=KEY, timeout=300) as client:
+        built = await client.build_environment(tmp_path)
+    in_environment = config.model_copy(update={"environment": built["environment"]})
+    environments = await PlatformSandboxEnvironment.sample_init("t", in_environment, {})
+    try:
+        result = await environments["default"].exec(["cat", "/opt/inspect-marker"])
+        assert (result.returncode, result.stdout) == (0, "built-for-inspect\n"), result
+    finally:
+        await PlatformSandboxEnvironment.sample_cleanup("t", in_environment, environments, False)
+    unknown = config.model_copy(update={"environment": "env-123"})
+    with pytest.raises((ValueError, LookupError), match="no environment 'env-123'"):
+        await PlatformSandboxEnvironment.sample_init("t", unknown, {})
 
 
 def _config_file(tmp_path: Path, service: Service, policy: str = "inspect") -> Path:

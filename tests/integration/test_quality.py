@@ -135,6 +135,22 @@ async def test_star_imports_are_flagged_and_only_plain_python_falls_for_them(
     assert not problem.failing, problem.findings
 
 
+async def test_read_expected_reaches_a_built_environments_own_workdir(
+    platform: Platform,
+) -> None:
+    """A Harbor task whose built environment works in /app (not /workspace): its test.sh
+    runs the agent's /app/rev.py as the verifier, beside /tests/expected.txt. The answer
+    files are found in /app and the probe's program, written there, reads the expected
+    output: the loophole is flagged."""
+    task = TASKS / "leaky-expected-app"
+    report = await _check(platform, [task], runs=1, probes=("read-expected",))
+    item = _item(report, "leaky-expected-app")
+    assert [r.passed for r in item.references] == [True], item.references
+    assert {f.probe for f in item.findings if f.severity == "loophole"} == {"read-expected"}
+    # The controls ran on the answer file found in /app, and failed.
+    assert not item.controls["empty"].passed and not item.controls["trivial"].passed
+
+
 def test_cli_reports_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "report"
     code = main(

@@ -2,17 +2,18 @@
 
 The tasks in ``tests/data/formats`` map onto the built-in python image (a
 Dockerfile that only copies files over ``sandbox-python``, or ``docker_image =
-"sandbox-python"``), so they run on an in-process platform today: the oracle
-passes them, the null agent fails them. Then an agent tries every way to plant
-a reward before the verifier runs, and verifiers write their reward file in
-hostile shapes (a link, a FIFO, oversized, missing, a partial reward): the
-runner, which reads the file itself, must refuse each and never hang.
+"sandbox-python"``), but tb-count-level, built for its ``RUN``; count-words'
+separate verifier has an image of its own (``tests/Dockerfile``, built). On an
+in-process platform the oracle passes them, the null agent fails them. Then an
+agent tries every way to plant a reward before the verifier runs, and verifiers
+write their reward file in hostile shapes (a link, a FIFO, oversized, missing, a
+partial reward): the runner, which reads the file itself, must refuse each and
+never hang.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,12 +25,11 @@ from sandbox.evals.agents import Agent, Tools, TrialContext
 from sandbox.evals.formats import load_task, load_tasks
 from sandbox.evals.formats.export import SUITE, export_harbor
 from sandbox.evals.tasks import Task
-from sandbox.evals.tasks import load_task as own_load_task
 from sandbox.evals.tasks import load_tasks as own_load_tasks
 from sandbox.quality import CheckSettings, run_check
 from sandbox.quality.progress import QualityProgress
 from sandbox.service.platform import Platform
-from tests.conftest import REPO, SANDBOX_BIN
+from tests.conftest import REPO, SANDBOX_BIN, harbor_bin
 from tests.integration.eval_runs import by_task, run_tasks
 
 pytestmark = pytest.mark.docker
@@ -55,6 +55,17 @@ async def test_oracle_passes_and_null_fails_both_formats(
     # reward.json: its "reward" entry is the reward, the other entries are kept.
     assert oracle["count-words"]["tests"]["rewards"] == {"reward": 1.0, "formatted": 1.0}
     assert null["count-words"]["tests"]["reward"] == 0.0
+    # count-words' separate verifier ran in its tests/Dockerfile's own image (which alone
+    # holds the expected count), given the agent's /app: built once, found cached after.
+    built = [
+        oracle["count-words"]["verifier_environment"],
+        null["count-words"]["verifier_environment"],
+    ]
+    assert [b["image"].startswith("sandbox-env:") for b in built] == [True, True]
+    assert built[0]["id"] == built[1]["id"] and built[1]["cached"] is True
+    assert "verifier_environment" not in oracle["fix-greeting"]
+    # tb-count-level's Dockerfile has a RUN: built by the environment builder.
+    assert oracle["tb-count-level"]["environment"]["image"].startswith("sandbox-env:")
     # [verifier.env] reached the tests, which ran from the copy of the working directory.
     assert "2 passed" in oracle["fix-greeting"]["tests"]["stdout_tail"]
 
@@ -75,6 +86,8 @@ class PlantingAgent(Agent):
             "echo '{\"reward\": 1}' > logs/verifier/reward.json && echo 1 > reward.txt",
             "mkdir -p /tmp/logs/verifier && echo 1 > /tmp/logs/verifier/reward.txt",
             "ln -s /judge/logs/verifier/reward.txt planted-link && mkfifo /workspace/reward.json",
+            # More than a separate verifier is handed (64 MiB): judged without it, not dropped.
+            "head -c 70000000 /dev/zero > padding",
             # A process that outlives the agent, racing to write the reward while tests run.
             "nohup bash -c 'while true; do mkdir -p /judge/logs/verifier 2>/dev/null; "
             "echo 1 > /judge/logs/verifier/reward.txt 2>/dev/null; sleep 0.05; done' "
@@ -96,8 +109,10 @@ async def test_a_reward_planted_by_the_agent_never_counts(
     agent = PlantingAgent()
     records = by_task(await run_tasks(platform, tasks, agent, tmp_path / "planted"))
     for record in records.values():
-        assert record["outcome"] == "failed", record["tests"]
+        assert record["outcome"] == "failed", (record["error"], record["tests"])
         assert record["tests"]["reward"] == 0.0
+    notes = records["count-words"]["verifier_environment"]["notes"]
+    assert any("not handed to the verifier" in note for note in notes), notes
     # The judge's space and the root are closed to the agent.
     for seen in agent.observations.values():
         assert "Permission denied" in seen[0], seen[0]
@@ -159,14 +174,7 @@ async def test_a_task_whose_environment_needs_building_is_built_and_judged(
     assert record["environment"]["image"].startswith("sandbox-env:")
 
 
-# harbor needs Python >= 3.12: it lives in a venv of its own (SANDBOX_HARBOR_BIN names its CLI).
-HARBOR_BIN = Path(os.environ.get("SANDBOX_HARBOR_BIN", "/work/main/.venv-harbor/bin/harbor"))
-ROUND_TRIP = ["cli-wordfreq", "data-revenue-by-country", "fix-js-slugify", "c-fix-makefile"]
-
-
 def test_the_exported_suite_passes_harbor_lint(tmp_path: Path) -> None:
-    if not HARBOR_BIN.exists():
-        pytest.skip(f"the harbor venv ({HARBOR_BIN}) is not installed")
     out = tmp_path / "harbor"
     done = subprocess.run(
         [str(SANDBOX_BIN), "tasks", "export", str(out), "--format", "harbor"],
@@ -178,7 +186,7 @@ def test_the_exported_suite_passes_harbor_lint(tmp_path: Path) -> None:
     exported = sorted(p.name for p in out.iterdir())
     assert exported == sorted(t.id for t in own_load_tasks(SUITE))
     lint = subprocess.run(
-        [str(HARBOR_BIN), "lint", "--json", *(str(out / name) for name in exported)],
+        [str(harbor_bin()), "lint", "--json", *(str(out / name) for name in exported)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -190,20 +198,22 @@ def test_the_exported_suite_passes_harbor_lint(tmp_path: Path) -> None:
 async def test_exported_tasks_read_back_give_the_same_verdicts(
     platform: Platform, tmp_path: Path
 ) -> None:
-    originals = [own_load_task(SUITE / name) for name in ROUND_TRIP]
-    export_harbor(originals, tmp_path / "harbor")
+    """The first task of each of the suite's categories, exported to Harbor's format and
+    read back: the reference solution passes each and doing nothing fails each, as every
+    original does (``test_shipped_tasks.py`` runs both on the whole suite)."""
+    suite = own_load_tasks(SUITE)
+    first: dict[str, Task] = {}
+    for task in suite:
+        first.setdefault(task.config.category, task)
+    assert set(first) == {t.config.category for t in suite} and len(first) >= 7
+    export_harbor(list(first.values()), tmp_path / "harbor")
     imported = load_tasks(tmp_path / "harbor")
-    assert [t.format for t in imported] == ["harbor"] * len(ROUND_TRIP)
-    assert all(t.needs_own_environment is None for t in imported)
-    verdicts: dict[str, dict[str, str]] = {}
-    for label, tasks in (("ours", originals), ("harbor", imported)):
-        for agent in (OracleAgent(), NullAgent()):
-            summary = await run_tasks(platform, tasks, agent, tmp_path / f"{label}-{agent.name}")
-            for record in summary.records:
-                verdicts.setdefault(f"{record['task']}/{agent.name}", {})[label] = record["outcome"]
-    for key, outcome in verdicts.items():
-        expected = "passed" if key.endswith("/oracle") else "failed"
-        assert outcome == {"ours": expected, "harbor": expected}, key
+    assert {t.config.category: t.id for t in imported} == {c: t.id for c, t in first.items()}
+    assert all(t.format == "harbor" and t.needs_own_environment is None for t in imported)
+    for agent, verdict in ((OracleAgent(), "passed"), (NullAgent(), "failed")):
+        summary = await run_tasks(platform, imported, agent, tmp_path / agent.name, concurrency=4)
+        outcomes = {r["task"]: r["outcome"] for r in summary.records}
+        assert outcomes == {t.id: verdict for t in imported}, summary.records
 
 
 async def test_quality_check_reads_both_formats_and_reports_the_verifier(
@@ -219,15 +229,26 @@ async def test_quality_check_reads_both_formats_and_reports_the_verifier(
         "#!/bin/bash\n[ -f /tmp/skip ] && echo 1 > /logs/verifier/reward.txt && exit 0\n"
         + (FORMATS / "harbor" / "count-words" / "tests" / "test.sh").read_text()
     )
-    report = await run_check(
-        [FORMATS / "harbor", FORMATS / "terminal-bench", needs_build, reads_tmp],
-        CheckSettings(concurrency=4, runs=1),
-        platform=platform,
-        progress=QualityProgress(enabled=False),
-    )
-    items = {item.key: item for item in report.items}
-    # (count-words and reads-tmp are near-duplicates of each other: a warning, no failure)
+    items = {}
+    # Every probe where the test needs the whole library (fix-greeting's one loophole); the
+    # others, whose point is their controls (judged by count-words' separate verifier) and
+    # static findings, with forged-report alone (it applies to programs only).
+    for paths, probes in (
+        (
+            [FORMATS / "harbor" / "fix-greeting", FORMATS / "terminal-bench" / "tb-sum-numbers"],
+            None,
+        ),
+        ([FORMATS / "harbor" / "count-words", needs_build, reads_tmp], ("forged-report",)),
+    ):
+        report = await run_check(
+            paths,
+            CheckSettings(concurrency=4, runs=1, probes=probes),
+            platform=platform,
+            progress=QualityProgress(enabled=False),
+        )
+        items.update({item.key: item for item in report.items})
     assert not items["count-words"].failing, items["count-words"].findings
+    assert items["count-words"].controls["empty"].passed is False
     assert items["tb-sum-numbers"].status == "ok", items["tb-sum-numbers"].findings
     # test_outputs.py runs the agent's greet.py as the judge uid: it writes the reward itself.
     greeting = items["fix-greeting"]

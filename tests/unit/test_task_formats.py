@@ -6,7 +6,6 @@ made by the real ``harbor init``); nothing here needs Docker.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,11 +16,9 @@ from sandbox.evals.formats import load_task, load_tasks, task_format
 from sandbox.evals.formats.layout import translate_paths
 from sandbox.evals.reward_files import MAX_REWARD_BYTES, judge_rewards
 from sandbox.evals.tasks import TaskError
-from tests.conftest import REPO
+from tests.conftest import REPO, harbor_bin
 
 FORMATS = REPO / "tests" / "data" / "formats"
-# harbor needs Python >= 3.12: it lives in a venv of its own (SANDBOX_HARBOR_BIN names its CLI).
-HARBOR_BIN = Path(os.environ.get("SANDBOX_HARBOR_BIN", "/work/main/.venv-harbor/bin/harbor"))
 
 
 def harbor_task(tmp_path: Path, toml_extra: str = "", *, name: str = "t") -> Path:
@@ -166,13 +163,14 @@ def test_a_dockerfile_that_builds_needs_its_own_environment(tmp_path: Path) -> N
     assert "FROM ubuntu:24.04" in " ".join(load_task(target).notes)
 
 
-def test_harbor_init_tasks_load_or_are_refused_by_name(tmp_path: Path) -> None:
-    if not HARBOR_BIN.exists():
-        pytest.skip(f"the harbor venv ({HARBOR_BIN}) is not installed")
+def test_harbor_init_tasks_load_with_a_separate_verifier_of_their_own(tmp_path: Path) -> None:
+    """What ``harbor init -t`` writes loads in both verifier modes; ``separate`` builds
+    its ``tests/Dockerfile`` as an environment of its own, in whose working directory
+    (/app) the tests run, given what ``artifacts`` names (nothing, as Harbor's template)."""
     for mode in ("shared", "separate"):
         subprocess.run(
             [
-                str(HARBOR_BIN),
+                str(harbor_bin()),
                 "init",
                 f"demo/{mode}",
                 "-t",
@@ -190,8 +188,21 @@ def test_harbor_init_tasks_load_or_are_refused_by_name(tmp_path: Path) -> None:
     shared = load_task(tmp_path / "shared")
     assert shared.format == "harbor" and shared.config.category == "software_engineering"
     assert shared.needs_own_environment is not None  # FROM ubuntu:24.04: needs building
+    assert shared.verifier_environment is None
+    separate = load_task(tmp_path / "separate")
+    verifier = separate.verifier_environment
+    assert verifier is not None and verifier.dockerfile == tmp_path / "separate/tests/Dockerfile"
+    assert verifier.context == tmp_path / "separate/tests" and verifier.base_policy == "harbor"
+    assert separate.artifacts == ()
+    assert separate.config.tests.command is not None
+    assert separate.config.tests.command.startswith("cd /app && ")
+    # Given the working directory as an artifact, it is handed to the verifier's /app.
+    config = tmp_path / "separate" / "task.toml"
+    config.write_text(config.read_text().replace("artifacts = []", 'artifacts = ["/app"]'))
+    assert load_task(tmp_path / "separate").artifacts == ("/app",)
+    (tmp_path / "separate" / "tests" / "Dockerfile").write_text("FROM python:3.12-slim\n")
     error = refusal(tmp_path / "separate")
-    assert error.key == "verifier.environment_mode" and "RUN" in str(error)
+    assert error.key == "artifacts" and "WORKDIR /app" in str(error)
 
 
 def tb_task(tmp_path: Path) -> Path:
@@ -211,6 +222,30 @@ def test_terminal_bench_is_mapped_like_harbors_mapper(tmp_path: Path) -> None:
     test_sh = task.tests["test.sh"].decode()
     assert "/judge/tests/test_outputs.py" in test_sh and "_EXIT_CODE" in test_sh
     assert task.solve_script is not None and b"/workspace/numbers.txt" in task.solve_script
+
+
+def test_a_terminal_bench_image_that_is_built_leaves_the_tasks_own_files_out(
+    tmp_path: Path,
+) -> None:
+    """Its build context is the task directory: the tests, solution and scripts are left out
+    (``COPY .`` would give them to the agent), unless the Dockerfile copies them by name."""
+    source = FORMATS / "terminal-bench" / "tb-count-level"
+    env = load_task(source).environment
+    assert env is not None and env.dockerfile == source / "Dockerfile"
+    assert set(env.exclude) == {
+        "tests",
+        "solution.sh",
+        "run-tests.sh",
+        "task.yaml",
+        "docker-compose.yaml",
+        "docker-compose.yml",
+    }
+    target = tmp_path / "tb"
+    shutil.copytree(source, target)
+    with (target / "Dockerfile").open("a") as dockerfile:
+        dockerfile.write("COPY tests /opt/tests/\n")
+    env = load_task(target).environment
+    assert env is not None and "tests" not in env.exclude and "solution.sh" in env.exclude
 
 
 @pytest.mark.parametrize(

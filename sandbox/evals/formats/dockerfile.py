@@ -22,7 +22,7 @@ from typing import Final
 
 from ..tasks import BUILTIN_IMAGES, MAX_FILE_BYTES, TaskError, read_regular_file, read_tree
 
-__all__ = ["DockerfileMapping", "map_dockerfile", "verifier_image", "workdir_of"]
+__all__ = ["DockerfileMapping", "bundling_base", "map_dockerfile", "workdir_of"]
 
 MAX_DOCKERFILE_BYTES: Final = 256 * 1024
 _IGNORED: Final = frozenset({"LABEL"})
@@ -153,18 +153,13 @@ def _read(dockerfile: Path) -> list[tuple[int, str, str]]:
     return instructions
 
 
-def verifier_image(dockerfile: Path) -> tuple[str, str | None]:
-    """A separate verifier's image (``tests/Dockerfile``): its base, and why it needs building.
-
-    It runs on its base image when it only copies the tests in (``COPY``,
-    ``WORKDIR``, ``LABEL``): the platform puts the tests in place itself.
-    """
+def bundling_base(dockerfile: Path) -> str | None:
+    """The base image of a separate verifier's ``tests/Dockerfile`` that only bundles the
+    tests into it (``COPY``, ``WORKDIR``, ``LABEL``); None when it builds more."""
     instructions = _read(dockerfile)
-    base = instructions[0][2].split()[0]
-    for number, keyword, _ in instructions[1:]:
-        if keyword not in ("COPY", "WORKDIR", "LABEL"):
-            return base, f"{dockerfile.name}:{number}: {keyword} in the verifier's image"
-    return base, None
+    if any(keyword not in ("COPY", "WORKDIR", "LABEL") for _, keyword, _ in instructions[1:]):
+        return None
+    return instructions[0][2].split()[0]
 
 
 def map_dockerfile(

@@ -27,13 +27,19 @@ platform cannot honour are refused by name too, with the fix
   ``workdir`` (else the Dockerfile's last ``WORKDIR``).
 - ``[agent] user``: omitted, ``sandbox`` or 10001, the platform's sandbox uid;
   ``root`` or 0, a root agent (gVisor only, by the environment builder).
-- ``[verifier] env`` is exported for ``tests/test.sh``; ``environment_mode``
-  ``shared`` and ``separate`` both run the tests as the judge, after every
-  process of the agent is killed, on the agent's workspace with the links
-  leading out of it removed (what Harbor's artifact copy keeps), the agent's
-  programs re-run through ``agent-run`` as the sandbox uid (:mod:`.layout`):
-  ``separate`` with its own image (``[verifier.environment]`` or
-  ``tests/Dockerfile``) runs today when that image is the agent's built-in one.
+- ``[verifier] env`` is exported for ``tests/test.sh``, which always runs as the
+  judge after every process of the agent is killed, with the links leading out
+  of the agent's work removed (what Harbor's artifact copy keeps) and the
+  agent's programs re-run through ``agent-run`` as the sandbox uid
+  (:mod:`.layout`). ``environment_mode`` ``shared``, and ``separate`` without an
+  image of its own (Harbor's fresh copy of ``[environment]``): on the agent's
+  own session, and so does a verifier image that is the agent's with the tests only
+  bundled in. ``separate`` with an image of its own (``[verifier.environment]
+  docker_image``, else ``tests/Dockerfile``, built like the agent's, aliases
+  applied; its resources, ``env`` and ``workdir`` from ``[verifier.environment]``,
+  else ``[environment]``, as Harbor resolves them): in a fresh session of that
+  environment, given only the ``artifacts`` (the working directory, copied to
+  the same path, as Harbor's artifact handler re-materialises them).
 - ``[metadata]`` is free-form in Harbor: ``category``, ``difficulty`` (easy, medium,
   hard; others unrated) and ``tags`` are read, other keys kept unread.
 - ``[task]`` (name, version, description, authors, keywords) and ``source`` are
@@ -67,8 +73,8 @@ from ..tasks import (
     read_tree,
     validation_error,
 )
-from .dockerfile import map_dockerfile, verifier_image, workdir_of
-from .layout import TEST_SCRIPT, HarborParts, build_task
+from .dockerfile import bundling_base, map_dockerfile, workdir_of
+from .layout import TEST_SCRIPT, HarborParts, SeparateVerifier, build_task
 
 __all__ = ["CONFIG_FILE", "HarborConfig", "load_harbor_task", "parse_harbor_config"]
 
@@ -208,17 +214,29 @@ def _unsupported(config: HarborConfig) -> tuple[str, str] | None:
             "multi_step_reward_strategy",
             "only for multi-step tasks; remove it",
         ),
-        (env.os.lower() != "linux", "environment.os", "only linux containers run here"),
-        (bool(env.gpus), "environment.gpus", "no GPUs here; remove it"),
-        (bool(env.gpu_types), "environment.gpu_types", "no GPUs here; remove it"),
-        (env.tpu is not None, "environment.tpu", "no TPUs here; remove it"),
-        (bool(env.mcp_servers), "environment.mcp_servers", "MCP servers are not supported"),
-        (env.skills_dir is not None, "environment.skills_dir", "agent skills are not supported"),
-        (
-            env.healthcheck is not None,
-            "environment.healthcheck",
-            "health checks are not supported; make the task ready without one",
-        ),
+    ]
+    sections = [("environment", env), ("verifier.environment", config.verifier.environment)]
+    for name, section in sections:
+        if section is None:
+            continue
+        checks += [
+            (section.os.lower() != "linux", f"{name}.os", "only linux containers run here"),
+            (bool(section.gpus), f"{name}.gpus", "no GPUs here; remove it"),
+            (bool(section.gpu_types), f"{name}.gpu_types", "no GPUs here; remove it"),
+            (section.tpu is not None, f"{name}.tpu", "no TPUs here; remove it"),
+            (bool(section.mcp_servers), f"{name}.mcp_servers", "MCP servers are not supported"),
+            (
+                section.skills_dir is not None,
+                f"{name}.skills_dir",
+                "agent skills are not supported",
+            ),
+            (
+                section.healthcheck is not None,
+                f"{name}.healthcheck",
+                "health checks are not supported; make the task ready without one",
+            ),
+        ]
+    checks += [
         (
             bool(config.verifier.collect),
             "verifier.collect",
@@ -255,11 +273,14 @@ def _unsupported(config: HarborConfig) -> tuple[str, str] | None:
             f"the agent runs as the platform's sandbox uid, or root (gVisor only); "
             f"{user!r} cannot be honoured: remove it, or write 'sandbox' (uid 10001) or 'root'",
         )
-    for section, values in (("environment.env", env.env), ("verifier.env", config.verifier.env)):
-        for name, value in values.items():
+    variables = [("environment.env", env.env), ("verifier.env", config.verifier.env)]
+    if config.verifier.environment is not None:
+        variables.append(("verifier.environment.env", config.verifier.environment.env))
+    for table, values in variables:
+        for variable, value in values.items():
             if "${" in value:
                 return (
-                    f"{section}.{name}",
+                    f"{table}.{variable}",
                     "host variable templates (${...}) are refused: no host variable "
                     "enters a sandbox; write the value",
                 )
@@ -343,25 +364,40 @@ def _solve_script(task_dir: Path) -> bytes | None:
     return solution.get("solve.sh")
 
 
-def _verifier_unmapped(task_dir: Path, config: HarborConfig, agent_image: str | None) -> str | None:
-    """Why a separate verifier does not run in the agent's image today (None when it does)."""
+def _separate_verifier(
+    task_dir: Path, config: HarborConfig, agent_image: str | None, source: str
+) -> SeparateVerifier | None:
+    """Harbor's separate verifier when it has an image of its own, as Harbor resolves it:
+    ``[verifier.environment] docker_image``, else ``tests/Dockerfile``. None when the tests
+    run in the agent's session: shared mode, a fresh copy of ``[environment]``, or the
+    agent's image (``agent_image``: a built-in image its Dockerfile only lays files over,
+    or its ``docker_image``) with the tests only bundled in (the platform puts them in
+    place itself)."""
     verifier = config.verifier
     mode = verifier.environment_mode or ("separate" if verifier.environment else "shared")
     if mode == "shared":
         return None
-    if verifier.environment is not None:
-        image = verifier.environment.docker_image
-        if image is None:
-            return "[verifier.environment] has no docker_image"
-    elif (task_dir / "tests" / "Dockerfile").exists():
-        image, why = verifier_image(task_dir / "tests" / "Dockerfile")
-        if why is not None:
-            return why
+    env = verifier.environment or config.environment
+    dockerfile = task_dir / "tests" / "Dockerfile"
+    if verifier.environment is not None and verifier.environment.docker_image:
+        if verifier.environment.docker_image == agent_image:
+            return None
+        found: dict[str, Any] = {"dockerfile": None, "image": verifier.environment.docker_image}
+        workdir = env.workdir
+    elif dockerfile.exists():
+        if agent_image is not None and bundling_base(dockerfile) == agent_image:
+            return None
+        found = {"dockerfile": dockerfile, "image": None}
+        workdir = env.workdir or workdir_of(_text(dockerfile, 256 * 1024))
     else:
-        return None  # Harbor uses a fresh copy of [environment]: the agent's image
-    if image != agent_image:
-        return f"the separate verifier's image {image!r} is not the agent's {agent_image!r}"
-    return None
+        return None  # a fresh copy of [environment]: the agent's own image
+    return SeparateVerifier(
+        **found,
+        workdir=workdir,
+        resources=_resources(env, source, []),
+        env=dict(env.env),
+        build_timeout_s=env.build_timeout_sec,
+    )
 
 
 def load_harbor_task(path: Path | str) -> Task:
@@ -420,7 +456,7 @@ def load_harbor_task(path: Path | str) -> Task:
             )
         mapped = map_dockerfile(dockerfile, environment_dir, workdir=env.workdir)
         workdir = mapped.workdir
-        agent_image = mapped.base
+        agent_image = mapped.base if mapped.image is not None else None  # else built on it
     else:
         agent_image = env.docker_image
         if dockerfile.exists():
@@ -429,20 +465,11 @@ def load_harbor_task(path: Path | str) -> Task:
         if workdir is None:
             workdir = "/app"
             notes.append("docker_image without workdir: the working directory is taken as /app")
-    unmapped_verifier = _verifier_unmapped(task_dir, config, agent_image)
-    if unmapped_verifier is not None:
-        raise TaskError(
-            f"{unmapped_verifier}; a separate verifier runs here in the agent's own image "
-            "(in the judge's space, after the agent's processes are gone): use the agent's "
-            "image, or environment_mode = 'shared'",
-            source=source,
-            key="verifier.environment_mode",
-        )
     for artifact in config.artifacts:
         if artifact not in (workdir, f"{workdir}/"):
             raise TaskError(
                 f"artifact {artifact!r}: only the working directory ({workdir}) is handed to "
-                "the verifier here (it is: the agent's work is copied for the tests); remove it",
+                "the verifier here; remove it",
                 source=source,
                 key="artifacts",
             )
@@ -470,6 +497,8 @@ def load_harbor_task(path: Path | str) -> Task:
         verifier_env=dict(config.verifier.env),
         root=config.agent.user in ("root", 0),
         build_timeout_s=env.build_timeout_sec,
+        verifier=_separate_verifier(task_dir, config, agent_image, source),
+        artifacts=[str(a) for a in config.artifacts],
         category=category if isinstance(category, str) and category else "uncategorized",
         difficulty=difficulty if difficulty in ("easy", "medium", "hard") else None,
         tags=[t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],

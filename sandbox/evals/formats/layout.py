@@ -24,7 +24,10 @@ the working directory  a built environment: left alone    the same as for the ag
 ``/judge/tests``, once every process of the agent is gone, on the agent's own
 workspace with ``agent-run`` to run the agent's programs as the sandbox uid
 (``run_hidden_tests(agent_run=True)``, :mod:`sandbox.core.sessions`); its reward
-file is the verdict (:mod:`sandbox.evals.reward_files`).
+file is the verdict (:mod:`sandbox.evals.reward_files`). A separate verifier with an
+image of its own (:class:`SeparateVerifier`) runs the same way in a fresh session of
+that image's environment, given the agent's ``artifacts`` (``Task.verifier_environment``,
+:mod:`sandbox.evals.judging`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from .dockerfile import DockerfileMapping
 __all__ = [
     "EXIT_STATUS_REWARD",
     "HarborParts",
+    "SeparateVerifier",
     "build_task",
     "path_pattern",
     "translate_paths",
@@ -112,6 +116,20 @@ def verifier_command(env: Mapping[str, str], workdir: str = WORKSPACE) -> str:
 
 
 @dataclass
+class SeparateVerifier:
+    """Harbor's separate verifier with an image of its own: ``tests/Dockerfile`` or an image."""
+
+    dockerfile: Path | None
+    image: str | None
+    workdir: str | None
+    """Where its tests run and the agent's artifacts go (Harbor's ``workdir``, else the
+    Dockerfile's last ``WORKDIR``)."""
+    resources: ResourceRequest
+    env: dict[str, str] = field(default_factory=dict)
+    build_timeout_s: float = 600.0
+
+
+@dataclass
 class HarborParts:
     """What a Harbor-layout task says, read and validated by its format's loader."""
 
@@ -133,6 +151,12 @@ class HarborParts:
     verifier_env: dict[str, str] = field(default_factory=dict)
     root: bool = False
     build_timeout_s: float = 600.0
+    context_exclude: tuple[str, ...] = ()
+    """Top-level entries of the build context never built into the image."""
+    verifier: SeparateVerifier | None = None
+    """None: the tests run in the agent's own session once its processes are gone."""
+    artifacts: list[str] = field(default_factory=list)
+    """What a separate verifier gets of the agent's work (Harbor's ``artifacts``)."""
     category: str = "uncategorized"
     difficulty: Literal["easy", "medium", "hard"] | None = None
     tags: list[str] = field(default_factory=list)
@@ -147,6 +171,55 @@ def _timeout(value: float, limit: float, what: str, source: str, key: str) -> fl
             key=key,
         )
     return value
+
+
+def _separate(
+    parts: HarborParts, agent_paths: Mapping[str, str], source: str
+) -> tuple[EnvironmentSpec | None, tuple[str, ...], str]:
+    """A separate verifier's environment, the artifacts it gets and where its tests run.
+
+    Paths are the agent's as translated (``/app`` is ``/workspace`` on a built-in image);
+    an artifact goes to the same path in the verifier's session, which must be its
+    working directory or ``/workspace``.
+    """
+    verifier = parts.verifier
+    if verifier is None:
+        return None, (), WORKSPACE
+
+    def translated(path: str) -> str:
+        return translate_paths(path.encode(), agent_paths).decode().rstrip("/") or "/"
+
+    workdir = translated(verifier.workdir) if verifier.workdir not in (None, "/") else WORKSPACE
+    artifacts = tuple(dict.fromkeys(translated(path) for path in parts.artifacts))
+    for artifact in artifacts:
+        if artifact not in (WORKSPACE, workdir):
+            raise TaskError(
+                f"artifact {artifact!r}: the separate verifier gets the agent's work in its own "
+                f"working directory ({workdir}) or {WORKSPACE}; give its image WORKDIR "
+                f"{artifact} (or [verifier.environment] workdir)",
+                source=source,
+                key="artifacts",
+            )
+    where: dict[str, object] = (
+        {"dockerfile": verifier.dockerfile, "context": verifier.dockerfile.parent}
+        if verifier.dockerfile is not None
+        else {"image": verifier.image}
+    )
+    parts.notes.append(
+        "the tests run in a separate verifier session of their own environment "
+        f"({verifier.dockerfile or verifier.image}), given the agent's "
+        + (", ".join(artifacts) if artifacts else "nothing (no artifacts declared)")
+    )
+    spec = EnvironmentSpec.model_validate(
+        {
+            **where,
+            "resources": verifier.resources,
+            "base_policy": POLICY,
+            "build_timeout_s": verifier.build_timeout_s,
+            "env": verifier.env,
+        }
+    )
+    return spec, artifacts, workdir
 
 
 def build_task(parts: HarborParts, *, source: str) -> Task:
@@ -185,7 +258,11 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         builtin = None
         parts.notes.append(f"its environment needs building: {mapped.unmapped}")
         assert parts.dockerfile is not None
-        source_of = {"dockerfile": parts.dockerfile, "context": parts.dockerfile.parent}
+        source_of = {
+            "dockerfile": parts.dockerfile,
+            "context": parts.dockerfile.parent,
+            "exclude": parts.context_exclude,
+        }
     else:
         assert parts.image_name is not None
         builtin = BUILTIN_IMAGES.get(parts.image_name)
@@ -202,6 +279,9 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
             "env": {**(mapped.env if mapped is not None else {}), **parts.env},
         }
     )
+    verifier, artifacts, tests_workdir = _separate(parts, agent_paths, source)
+    if verifier is None:
+        tests_workdir = WORKSPACE if on_builtin or workdir is None else workdir
     image: Literal["python", "polyglot"] = "polyglot" if builtin == "polyglot" else "python"
     if len(instruction) > MAX_INSTRUCTION_CHARS:
         raise TaskError(
@@ -219,9 +299,7 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
             max_steps=AGENT_STEPS,
         ),
         tests=TestSpec(
-            command=verifier_command(
-                parts.verifier_env, WORKSPACE if on_builtin or workdir is None else workdir
-            ),
+            command=verifier_command(parts.verifier_env, tests_workdir),
             timeout_s=_timeout(
                 parts.tests_timeout_s, MAX_TEST_TIMEOUT_S, "the tests' timeout", source, "verifier"
             ),
@@ -243,6 +321,8 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         executable=frozenset(executable),
         digest=task_digest(parts.config_text + parts.instruction.encode(), trees),
         environment=spec,
+        verifier_environment=verifier,
+        artifacts=artifacts,
         format=parts.format,
         judged_by_reward=True,
         notes=tuple(parts.notes),

@@ -17,7 +17,10 @@ are the budgets; ``difficulty``, ``category`` (default ``software_engineering``)
 and ``tags`` are the metadata; the compose service's ``environment`` becomes the
 environment's variables and its ``working_dir`` the working directory. Then it
 is a Harbor-layout task (:mod:`.layout`). The task's tests, solution and scripts
-are never part of the image: a ``COPY .`` leaves them out.
+are never part of the image: a ``COPY .`` leaves them out, whether the image maps
+onto a built-in one or is built (they are left out of its build context), unless
+the Dockerfile copies ``tests`` or ``solution.sh`` by name, as Harbor's mapper
+keeps them then.
 
 Refused by name: an unknown ``task.yaml`` key, ``solution.yaml``, a compose file
 with more than one service or keys other than ``services``/``version``, and in
@@ -57,6 +60,9 @@ SOLUTION: Final = "solution.sh"
 OWN_ENTRIES: Final = frozenset(
     {TASK_FILE, COMPOSE_FILE, "docker-compose.yml", RUN_TESTS, SOLUTION, "tests"}
 )
+COPIED_BY_NAME: Final = {"tests": ("tests", "./tests"), SOLUTION: (SOLUTION, f"./{SOLUTION}")}
+"""Entries a Dockerfile that names them (``COPY tests ...``) builds into the image, as
+Harbor's mapper copies them into its environment directory."""
 SERVICE_KEYS: Final = frozenset(
     {
         "build",
@@ -224,6 +230,12 @@ def load_terminal_bench_task(path: Path | str) -> Task:
     working_dir = service.get("working_dir")
     workdir = working_dir if isinstance(working_dir, str) and "${" not in working_dir else None
     mapped = map_dockerfile(dockerfile, context, workdir=workdir, exclude=OWN_ENTRIES)
+    text = dockerfile.read_text(errors="replace")
+    named = {
+        entry
+        for entry, spellings in COPIED_BY_NAME.items()
+        if any(f"{verb} {word}" in text for verb in ("COPY", "ADD") for word in spellings)
+    }
     run_tests = task_dir / RUN_TESTS
     if not run_tests.exists():
         raise TaskError(
@@ -252,6 +264,7 @@ def load_terminal_bench_task(path: Path | str) -> Task:
         environment=mapped,
         dockerfile=dockerfile,
         image_name=None,
+        context_exclude=tuple(sorted(OWN_ENTRIES - named)) if context == task_dir.resolve() else (),
         workdir=mapped.workdir,
         agent_timeout_s=config.max_agent_timeout_sec,
         tests_timeout_s=config.max_test_timeout_sec,

@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -c "^$(cat /app/level.txt) " /app/logs/app.log > /app/count.txt
