@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup python-venv venv harbor-venv openenv-venv browser engine images promtool up \
-	test demo demo-agent demo-agent-control bench clean
+	test test-sweeps demo demo-agent demo-agent-control bench clean
 
 setup: venv harbor-venv openenv-venv browser engine images promtool
 
@@ -162,7 +162,12 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy sandbox api examples
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q --durations=15 -m "not sweep"
+
+# The exhaustive sweeps over shipped data that `make test` leaves out (tests marked
+# `sweep`: each repeats, for every item of a data set, what `make test` checks on a part).
+test-sweeps: setup
+	$(BIN)/python -m pytest -q --durations=15 -m sweep
 
 # Trains the tiny model on sandbox rewards; starts a service for the run if none answers.
 demo: venv engine images

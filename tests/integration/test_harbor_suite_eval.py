@@ -5,13 +5,15 @@ each task's ``environment/Dockerfile`` is built by the environment builder
 (found cached after its first build), the agent works in a session of it, and
 the task's own ``tests/test.sh`` judges the trial as the judge uid, re-running
 the agent's programs as the sandbox uid through ``agent-run``. The reference
-solution passes every task and doing nothing fails every one. Then the quality
+solution passes every task; doing nothing, and the wrong or partial fix shipped for
+each task in ``fixtures/harbor_partial/``, fail every one. Then the quality
 check runs every probe on two of them and finds no loophole.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from pathlib import Path
 
@@ -28,9 +30,30 @@ from tests.integration.eval_runs import by_task, run_tasks
 pytestmark = pytest.mark.docker
 
 SUITE = REPO / "sandbox" / "evals" / "harbor_suite"
+PARTIAL = REPO / "tests" / "integration" / "fixtures" / "harbor_partial"
 
 
-async def test_oracle_passes_and_null_fails_every_harbor_suite_task(
+def with_partial_solutions(root: Path) -> Path:
+    """The suite copied below ``root``, each task's ``solution/solve.sh`` replaced by its
+    wrong or partial fix from ``fixtures/harbor_partial``. A fix that derives from the
+    reference (``/solution/reference.sh`` in Harbor's flow) finds it in ``/tmp``: our
+    tasks hold no solution file but ``solve.sh``, so the script writes it there first."""
+    for task in sorted(p.parent for p in SUITE.glob("*/task.toml")):
+        copy = root / task.name
+        shutil.copytree(task, copy)
+        solve = copy / "solution" / "solve.sh"
+        reference = solve.read_text()
+        partial = (PARTIAL / f"{task.name}.sh").read_text()
+        if "/solution/reference.sh" in partial:
+            partial = (
+                f"cat > /tmp/reference.sh <<'__REFERENCE__'\n{reference}\n__REFERENCE__\n"
+                + partial.replace("/solution/reference.sh", "/tmp/reference.sh")
+            )
+        solve.write_text(partial)
+    return root
+
+
+async def test_oracle_passes_and_null_and_partial_fixes_fail_every_harbor_suite_task(
     platform: Platform, tmp_path: Path
 ) -> None:
     tasks = load_tasks(SUITE)
@@ -40,18 +63,24 @@ async def test_oracle_passes_and_null_fails_every_harbor_suite_task(
     summary = await run_tasks(platform, tasks, OracleAgent(), tmp_path / "oracle", concurrency=4)
     oracle = by_task(summary)
     print(f"12 Harbor tasks, oracle: {time.monotonic() - started:.1f} s")
-    null = by_task(await run_tasks(platform, tasks, NullAgent(), tmp_path / "null", concurrency=4))
+    partial_tasks = load_tasks(with_partial_solutions(tmp_path / "partial-tasks"))
+    null_run, partial_run = await asyncio.gather(
+        run_tasks(platform, tasks, NullAgent(), tmp_path / "null", concurrency=2),
+        run_tasks(platform, partial_tasks, OracleAgent(), tmp_path / "partial", concurrency=2),
+    )
+    null, partial = by_task(null_run), by_task(partial_run)
     for task in tasks:
-        passed, failed = oracle[task.id], null[task.id]
+        passed = oracle[task.id]
         assert passed["outcome"] == "passed", (task.id, passed["error"], passed["tests"])
         assert passed["tests"]["reward"] == 1.0
         assert "PASS" in passed["tests"]["stdout_tail"]
-        assert failed["outcome"] == "failed", (task.id, failed["error"], failed["tests"])
-        assert failed["tests"]["reward"] == 0.0
-        # Its own built environment, found cached by the second run.
+        for failed in (null[task.id], partial[task.id]):
+            assert failed["outcome"] == "failed", (task.id, failed["error"], failed["tests"])
+            assert failed["tests"]["reward"] == 0.0
+            # Its own built environment, found cached by the later runs.
+            assert failed["environment"]["id"] == passed["environment"]["id"]
+            assert failed["environment"]["cached"] is True
         assert passed["environment"]["image"].startswith("sandbox-env:")
-        assert failed["environment"]["id"] == passed["environment"]["id"]
-        assert failed["environment"]["cached"] is True
 
 
 async def test_quality_check_finds_no_loophole_in_harbor_suite_tasks(

@@ -15,6 +15,8 @@ import pytest
 
 from sandbox.cli import main
 from sandbox.core.sessions import Command, SessionSpec
+from sandbox.evals import load_tasks
+from sandbox.languages import LANGUAGES
 from sandbox.quality import CheckSettings, ItemResult, QualityReport, run_check
 from sandbox.quality.probes import PROBE_NAMES
 from sandbox.quality.progress import QualityProgress
@@ -25,11 +27,8 @@ from sandbox.service.platform import Platform
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "data" / "quality"
 TASKS = PLANTED / "tasks"
-SHIPPED = (
-    ROOT / "sandbox" / "evals" / "suite",
-    ROOT / "tests" / "data" / "tasks",
-    ROOT / "tests" / "data" / "languages",
-)
+SHIPPED_TASKS = (ROOT / "sandbox" / "evals" / "suite", ROOT / "tests" / "data" / "tasks")
+PROBLEM_SETS = ROOT / "tests" / "data" / "languages"
 
 # Which planted task shows a loophole for each probe class.
 LOOPHOLES = {
@@ -176,14 +175,7 @@ def test_cli_reports_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["quality", "check", str(tmp_path / "missing")]) == 2
 
 
-# Every probe over every shipped task and problem: about 4 minutes on 2 idle cores, more
-# when the machine is busy; the suite's default timeout (300 s) is too tight for it.
-@pytest.mark.timeout(600)
-async def test_shipped_task_and_problem_sets_are_clean(platform: Platform) -> None:
-    """CI's gate: every shipped task and problem, one reference run, the controls and the
-    whole probe library."""
-    report = await _check(platform, SHIPPED, runs=1)
-    assert len(report.items) >= 26 + 3 + 50
+def _assert_clean(report: QualityReport) -> None:
     problems = {
         item.key: [f.message for f in item.findings if f.severity in ("broken", "loophole")]
         for item in report.failing
@@ -191,13 +183,43 @@ async def test_shipped_task_and_problem_sets_are_clean(platform: Platform) -> No
     assert not problems, json.dumps(problems, indent=1)
 
 
+async def test_shipped_tasks_are_clean(platform: Platform) -> None:
+    """CI's gate for the shipped tasks: one reference run (it must pass), the controls
+    (the untouched state among them must fail) and the whole probe library."""
+    report = await _check(platform, SHIPPED_TASKS, runs=1)
+    suite = load_tasks(SHIPPED_TASKS[0])
+    assert len(report.items) == len(suite) + len(load_tasks(SHIPPED_TASKS[1])) >= 26 + 3
+    for task in suite:
+        item = _item(report, task.id)
+        assert [r.passed for r in item.references] == [True], (task.id, item.findings)
+        assert item.controls["untouched"].passed is False, (task.id, item.controls)
+    _assert_clean(report)
+
+
+def _problem_sets() -> list[object]:
+    """Every language's problem set; the compiled ones (a build per probe) are sweeps."""
+    return [
+        pytest.param(path, id=path.stem, marks=[pytest.mark.sweep] if compiled else [])
+        for path in sorted(PROBLEM_SETS.glob("*.jsonl"))
+        for compiled in [LANGUAGES[path.stem].compiled]
+    ]
+
+
+@pytest.mark.parametrize("problem_set", _problem_sets())
+async def test_shipped_problem_set_is_clean(platform: Platform, problem_set: Path) -> None:
+    """Each language's problem set: one reference run, the controls and every probe."""
+    report = await _check(platform, [problem_set], runs=1)
+    assert len(report.items) >= 3
+    assert all(item.references and item.references[0].passed for item in report.items)
+    _assert_clean(report)
+
+
 async def test_the_sql_and_verilog_hooks_take_over_the_program(platform: Platform) -> None:
     """The probes' hooks run before the code in SQL and Verilog too (each probe's failure
     shows the hook's own output or stall, not a build error), and every probe fails."""
-    languages = ROOT / "tests" / "data" / "languages"
     report = await _check(
         platform,
-        [languages / "sql.jsonl", languages / "verilog.jsonl"],
+        [PROBLEM_SETS / "sql.jsonl", PROBLEM_SETS / "verilog.jsonl"],
         runs=1,
         probes=("exit-zero", "print-success", "sleep-timeout"),
     )

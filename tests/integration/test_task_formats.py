@@ -200,7 +200,8 @@ async def test_exported_tasks_read_back_give_the_same_verdicts(
 ) -> None:
     """The first task of each of the suite's categories, exported to Harbor's format and
     read back: the reference solution passes each and doing nothing fails each, as every
-    original does (``test_shipped_tasks.py`` runs both on the whole suite)."""
+    original does (the quality gate, ``test_quality.py::test_shipped_tasks_are_clean``,
+    runs both on the whole suite)."""
     suite = own_load_tasks(SUITE)
     first: dict[str, Task] = {}
     for task in suite:
