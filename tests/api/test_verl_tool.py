@@ -60,17 +60,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import docker
 import pytest
 import yaml
 
 from sandbox.client import AsyncSandboxClient, SandboxClient
 from sandbox.errors import NotFoundError
-from sandbox.host.labels import LABEL_OWNER
 from sandbox.integrations import verl_tool
 from sandbox.integrations.verl_tool import OpenAIFunctionToolSchema, ToolResponse, compute_score
 
-from ..conftest import REPO, Service
+from ..conftest import REPO, Service, kill_container_running
 from .test_episodes import make_task
 
 pytestmark = pytest.mark.docker
@@ -320,23 +318,7 @@ def test_the_tool_schema_defaults_from_the_config_tool() -> None:
         verl_tool.SandboxEpisodeTool({"type": "native", "tool": "rm_rf"}, None)
 
 
-def kill_container_running(
-    docker_client: docker.DockerClient, service: Service, marker: str
-) -> None:
-    """Kill the service's container in which a process named ``marker`` runs."""
-    prefix = f":{service.process.pid}:"
-    for container in docker_client.containers.list():
-        if prefix in container.labels.get(LABEL_OWNER, ""):
-            rows = container.top(ps_args="-eo pid,args")["Processes"] or []
-            if any(marker in row[-1] for row in rows):
-                container.kill()
-                return
-    raise AssertionError(f"no container of the service runs {marker!r}")
-
-
-async def test_a_killed_sandbox_gives_no_reward_never_zero(
-    service: Service, task: str, docker_client: docker.DockerClient
-) -> None:
+async def test_a_killed_sandbox_gives_no_reward_never_zero(service: Service, task: str) -> None:
     """The episode's container dies mid-trajectory: the step reward is None (verl leaves it
     out of tool_rewards), the verdict says infra_error, and the score is flagged invalid."""
     marker = f"verl-marker-{uuid.uuid4().hex[:8]}"
@@ -344,7 +326,7 @@ async def test_a_killed_sandbox_gives_no_reward_never_zero(
     class Killer(AgentLoop):
         async def _call_tool(self, name: str, arguments: str, agent_data: AgentData) -> Any:
             if name == "read_file":  # the second turn: the sandbox dies first
-                await asyncio.to_thread(kill_container_running, docker_client, service, marker)
+                await asyncio.to_thread(kill_container_running, service, marker)
             return await super()._call_tool(name, arguments, agent_data)
 
     _, extra_info = await Killer(load_tools(service.url)).run(
