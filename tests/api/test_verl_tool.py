@@ -55,6 +55,7 @@ import asyncio
 import copy
 import gc
 import importlib
+import inspect
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -309,6 +310,45 @@ async def test_the_sglang_rollout_sequence(service: Service, task: str) -> None:
     for name in tools_kwargs:
         await tools[name].release(request_id)
     assert verl_tool._TRAJECTORIES == {} and verl_tool._INSTANCES == {}
+
+
+class VerlBaseTool:
+    """verl's ``BaseTool`` contract, transcribed from verl-project/verl
+    ``verl/tools/base_tool.py`` (commit 3e3662a0): the signatures its callers rely on."""
+
+    def __init__(self, config: dict, tool_schema: Any) -> None: ...
+
+    async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, Any]: ...
+
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
+    ) -> tuple[Any, float, dict]: ...
+
+    async def calc_reward(self, instance_id: str, **kwargs: Any) -> float: ...
+
+    async def release(self, instance_id: str, **kwargs: Any) -> None: ...
+
+
+@pytest.mark.parametrize("method", ["__init__", "create", "execute", "calc_reward", "release"])
+def test_the_tool_takes_every_call_verls_base_tool_takes(method: str) -> None:
+    """Each of verl's parameters at its place, by its name and kind, with verl's default (or
+    one where verl has none); ``**kwargs`` taken; anything more optional; async as verl's."""
+    ours = getattr(verl_tool.SandboxEpisodeTool, method)
+    theirs = getattr(VerlBaseTool, method)
+    assert inspect.iscoroutinefunction(ours) == inspect.iscoroutinefunction(theirs)
+    mine = list(inspect.signature(ours).parameters.values())
+    verls = list(inspect.signature(theirs).parameters.values())
+    for at, param in enumerate(verls):
+        if param.kind is param.VAR_KEYWORD:
+            assert mine[-1].kind is param.VAR_KEYWORD, f"{method} takes no **kwargs"
+            continue
+        assert (mine[at].name, mine[at].kind) == (param.name, param.kind), f"{method}: {mine[at]}"
+        if param.default is not param.empty:
+            assert mine[at].default == param.default, f"{method}: {mine[at]}"
+    named = {param.name for param in verls}
+    for param in mine:
+        if param.name not in named and param.kind is not param.VAR_KEYWORD:
+            assert param.default is not param.empty, f"{method}: {param} is required"
 
 
 def test_the_tool_schema_defaults_from_the_config_tool() -> None:
