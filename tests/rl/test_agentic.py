@@ -409,6 +409,16 @@ def test_the_line_format_parses_what_the_docs_say() -> None:
     assert chat.parse("<tool_call>{nope}</tool_call>").error is not None
 
 
+def test_a_word_of_the_vocabulary_is_one_token() -> None:
+    tokenizer = CharTokenizer("0123456789", ["< v", "< vv", "err"])
+    assert tokenizer.vocab_size == 3 + 10 + 3
+    ids = tokenizer.encode_piece("< vv7\nerror: < v")  # the longest word first; others dropped
+    assert len(ids) == 4 and tokenizer.decode(ids) == "< vv7err< v"
+    assert tokenizer.encode("< v3") == [tokenizer.bos_id, *tokenizer.encode_piece("< v3")]
+    with pytest.raises(ValueError, match="charset"):
+        tokenizer.encode("< w")
+
+
 def test_the_config_says_what_to_train_on(tasks: Path) -> None:
     agent = _agent(tasks).model_dump()
     with pytest.raises(ValueError, match=r"sandbox\.url"):
