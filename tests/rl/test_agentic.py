@@ -29,6 +29,7 @@ from sandbox.rl.config import AgentConfig, ModelConfig, SandboxConfig, TrainConf
 from sandbox.rl.demo_tasks import write_task
 from sandbox.rl.grpo import masked_group_advantages
 from sandbox.rl.model import CharTokenizer
+from sandbox.rl.plots import plot_held_out
 from sandbox.rl.rollouts import EpisodeEnv, EpisodeSample
 from sandbox.rl.toolcalls import JsonFormat, LineFormat, ToolCall
 from sandbox.rl.trainer import grpo_updates
@@ -393,7 +394,10 @@ def test_generation_runs_ahead_of_training_no_further_than_max_staleness(
         assert all(m["gen_wait_s"] >= 0.9 for m in steps[1:])  # generation waited for training
     assert all(m["train_wait_s"] >= 0 and m["gen_wait_s"] >= 0 for m in steps)
     assert "held_out_pass_rate" in history.metrics[-1]
+    assert all(sum(m["calls_by_tool"].values()) == pytest.approx(m["calls_mean"]) for m in steps)
     assert trainer.env.live == set()
+    plot = plot_held_out({"run": tmp_path / "metrics.jsonl"}, tmp_path / "h.png", "read_file")
+    assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_the_line_format_parses_what_the_docs_say() -> None:
