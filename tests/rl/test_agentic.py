@@ -1,8 +1,8 @@
 """Multi-turn episodes in the embedded trainer, against the real service and real sandboxes.
 
 A scripted policy (its turns fixed in advance) plays the demo's tasks
-(:mod:`sandbox.rl.demo_tasks`: ``v`` holds a digit, the hidden test wants
-``(v + 1) mod 10`` in ``a``): the observations are the sandbox's and the
+(:mod:`sandbox.rl.demo_tasks`: ``v`` holds a digit, the hidden test wants it
+in ``a``): the observations are the sandbox's and the
 rewards the hidden tests'. Then the trainer's loss: observation tokens get
 exactly zero gradient, and a stale sample is weighed by its ratio to the
 log-probs recorded when it was sampled; a failed episode (one that could not
@@ -26,7 +26,7 @@ import torch
 
 from sandbox.rl.agentic import AgentBatch, AgentTrainer
 from sandbox.rl.config import AgentConfig, ModelConfig, SandboxConfig, TrainConfig
-from sandbox.rl.demo_tasks import write_task
+from sandbox.rl.demo_tasks import INSTRUCTION, write_task
 from sandbox.rl.grpo import masked_group_advantages
 from sandbox.rl.model import CharTokenizer
 from sandbox.rl.plots import plot_held_out
@@ -104,7 +104,7 @@ def test_a_scripted_episode_sees_the_sandbox_and_the_hidden_tests_decide(
     env: EpisodeEnv, tasks: Path
 ) -> None:
     (task,) = env.upload([tasks / "train"])
-    passed = _play(env, task.ref, ["< v\n", "$ cat v; echo hi >&2; exit 3\n", "> a 4\n", ".\n"])
+    passed = _play(env, task.ref, ["< v\n", "$ cat v; echo hi >&2; exit 3\n", "> a 3\n", ".\n"])
     assert passed.observations == [
         "3\n",
         "exit_code: 3\n[stdout]\n3\n[stderr]\nhi",
@@ -113,14 +113,14 @@ def test_a_scripted_episode_sees_the_sandbox_and_the_hidden_tests_decide(
     assert [c.tool for c in passed.calls] == ["read_file", "shell", "write_file", "done"]
     assert (passed.reward, passed.outcome, passed.version) == (1.0, "passed", 7)
     text = env.tokenizer.decode(passed.tokens)
-    instruction = "The file v holds a digit d. Write (d + 1) mod 10 to the file a.\n"
+    instruction = INSTRUCTION + "\n"
     assert text == (
         f"{instruction}< v\n3\n$ cat v; echo hi >&2; exit 3\n"
-        "exit_code: 3\n[stdout]\n3\n[stderr]\nhi\n> a 4\nwrote 2 bytes to a\n.\n"
+        "exit_code: 3\n[stdout]\n3\n[stderr]\nhi\n> a 3\nwrote 2 bytes to a\n.\n"
     )
     # The policy's tokens are exactly the script's; everything else is masked out.
     policy = [t for t, m in zip(passed.tokens, passed.policy_mask, strict=True) if m]
-    script = "< v\n$ cat v; echo hi >&2; exit 3\n> a 4\n.\n"
+    script = "< v\n$ cat v; echo hi >&2; exit 3\n> a 3\n.\n"
     assert env.tokenizer.decode(policy) == script
     assert len(passed.logprobs) == len(passed.tokens)
 
@@ -133,7 +133,7 @@ def test_a_scripted_episode_sees_the_sandbox_and_the_hidden_tests_decide(
     # The same task in the JSON format of chat models.
     json_script = [
         '<tool_call>{"name": "bash", "arguments": {"command": "cat v"}}</tool_call>',
-        '<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "4"}}'
+        '<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "3"}}'
         "</tool_call> and some chatter after it",
         "All done.",
     ]
@@ -192,7 +192,7 @@ def test_a_failed_episode_is_dropped_and_the_loss_is_as_if_it_never_ran(
 ) -> None:
     ref = trainer.train_tasks[0].ref
     missing = "upload:" + "0" * 64
-    good, bad = _scripted(trainer, [ref, missing], ["< v\n", "> a 4\n"])
+    good, bad = _scripted(trainer, [ref, missing], ["< v\n", "> a 3\n"])
     assert good.reward == 1.0 and bad.reward is None and "could not open" in (bad.error or "")
     assert trainer.env.live == set()
     (wrong,) = _scripted(trainer, [ref], ["< v\n", "> a 1\n"])
@@ -216,7 +216,7 @@ def test_a_failed_episode_is_dropped_and_the_loss_is_as_if_it_never_ran(
 
 def test_observation_tokens_get_exactly_zero_gradient(trainer: AgentTrainer) -> None:
     ref = trainer.train_tasks[0].ref
-    (right,) = _scripted(trainer, [ref], ["$ cat v\n", "> a 4\n"])
+    (right,) = _scripted(trainer, [ref], ["$ cat v\n", "> a 3\n"])
     (played,) = trainer.env.run([ref], trainer.policy(trainer.model), version=0)
     group = [_on_policy(trainer, right), played]  # played: the model's own log-probs
     assert [s.reward for s in group] == [1.0, 0.0]
@@ -245,7 +245,7 @@ def test_observation_tokens_get_exactly_zero_gradient(trainer: AgentTrainer) -> 
         assert len(observed) > 20 and policy
         assert all(bool((grad[i] == 0).all()) for i in observed)
         assert all(float(grad[i].abs().sum()) > 0 for i in policy)
-    assert sum(right.policy_mask) == len("$ cat v\n> a 4\n")
+    assert sum(right.policy_mask) == len("$ cat v\n> a 3\n")
 
 
 def test_a_stale_sample_is_corrected_by_its_sampling_log_probs(trainer: AgentTrainer) -> None:
@@ -299,7 +299,7 @@ def test_a_container_killed_between_turns_gives_no_reward(
             killed.append(episode)
 
     assert isinstance(trainer.tokenizer, CharTokenizer)
-    policy = ScriptedPolicy(trainer.tokenizer, ["< v\n", "> a 4\n"], gate=kill_one)
+    policy = ScriptedPolicy(trainer.tokenizer, ["< v\n", "> a 3\n"], gate=kill_one)
     samples = trainer.env.run([ref, ref], policy, version=0)
     (dead,) = [s for s in samples if s.episode_id in killed]
     (alive,) = [s for s in samples if s is not dead]
@@ -321,7 +321,7 @@ def test_episodes_are_closed_when_a_batch_is_cancelled(env: EpisodeEnv, tasks: P
             time.sleep(10)
 
     assert isinstance(env.tokenizer, CharTokenizer)
-    policy = ScriptedPolicy(env.tokenizer, ["< v\n", "> a 4\n"], gate=stall)
+    policy = ScriptedPolicy(env.tokenizer, ["< v\n", "> a 3\n"], gate=stall)
     seen: list[str] = []
     future = env._loop.submit(env._run([task.ref] * 2, policy, 0))
     assert asked.wait(60)
