@@ -174,7 +174,8 @@ demo: venv engine images
 	$(BIN)/sandbox train sandbox/rl/configs/demo.yaml --start-service
 
 # Multi-turn GRPO on episodes (sandbox/rl/configs/demo-agent.yaml), and its control run with
-# the observations blanked (exit 1, "below target", is its expected outcome).
+# the observations blanked (exit 1, "below target", is its expected outcome); the plot
+# has both runs' held-out pass rate and how often their policies read v.
 demo-agent: venv engine images
 	$(BIN)/python -m sandbox.rl.demo_tasks runs/demo-agent/tasks
 	$(BIN)/sandbox train sandbox/rl/configs/demo-agent.yaml --start-service
@@ -183,7 +184,7 @@ demo-agent-control: venv engine images
 	$(BIN)/python -m sandbox.rl.demo_tasks runs/demo-agent/tasks
 	$(BIN)/sandbox train sandbox/rl/configs/demo-agent.yaml --start-service \
 	    --blank-observations --out runs/demo-agent-control || [ $$? -eq 1 ]
-	$(BIN)/python -m sandbox.rl.plots runs/demo-agent/held-out.png \
+	$(BIN)/python -m sandbox.rl.plots runs/demo-agent/held-out.png --tool read_file \
 	    demo runs/demo-agent/metrics.jsonl control runs/demo-agent-control/metrics.jsonl
 
 bench: venv engine images

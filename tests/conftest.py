@@ -26,6 +26,7 @@ from sandbox.backends.docker import (
     owner_alive,
     owner_label,
 )
+from sandbox.client import SandboxClient
 from sandbox.core.execution import ExecutionService
 from sandbox.core.pool import Pool
 from sandbox.host.images import resolve_image
@@ -138,6 +139,35 @@ def judge_on(pool: Pool, policy: Policy) -> Judge:
     return Judge(ExecutionService(pool, {"default": policy}, resolve_image))
 
 
+def kill_container_running(service: Service, marker: str) -> None:
+    """Kill the one container of ``service`` in which a process whose command line holds
+    ``marker`` runs."""
+    prefix = f":{service.process.pid}:"
+    engine = docker.from_env(timeout=60)
+    try:
+        ours = [
+            c
+            for c in engine.containers.list(filters={"label": LABEL_OWNER})
+            if prefix in c.labels[LABEL_OWNER]
+            and any(marker in p[-1] for p in c.top(ps_args="-eo pid,args")["Processes"] or [])
+        ]
+        assert len(ours) == 1, f"{len(ours)} containers of the service run {marker!r}"
+        ours[0].kill()
+    finally:
+        engine.close()
+
+
+def kill_session_container(service: Service, session_id: str) -> None:
+    """Kill the container of one of ``service``'s sessions (an episode's: its ``session_id``).
+    The marker process that finds it starts through the sessions API, so an episode's step
+    count is unchanged."""
+    marker = f"sleep {os.getpid()}{free_port()}"
+    with SandboxClient(service.url) as client:
+        started = client.session_exec(session_id, f"nohup {marker} >/dev/null 2>&1 &")
+    assert started.exit_code == 0, started
+    kill_container_running(service, marker)
+
+
 @contextlib.contextmanager
 def one_container_service(policies: Path) -> Iterator[Service]:
     """A service whose only policy (``default``) keeps one container and lets no request
@@ -154,6 +184,8 @@ __all__ = [
     "free_port",
     "harbor_bin",
     "judge_on",
+    "kill_container_running",
+    "kill_session_container",
     "make_policy",
     "metric",
     "one_container_service",

@@ -22,7 +22,8 @@ log-probabilities recorded *while sampling*, by the version that played the
 episode (never recomputed), clipped as in PPO.
 
 Metrics (``metrics.jsonl``, one line a step): reward and pass rate, dropped
-episodes, turns and tool calls, staleness (this batch's, and the run's mean
+episodes, turns and tool calls (and calls per episode of each tool: ``invalid``
+for a turn that did not parse), staleness (this batch's, and the run's mean
 and max), ``gen_wait_s`` (how long generation waited for training before this
 batch could start) and ``train_wait_s`` (how long training waited for this
 batch), and every ``eval_every`` steps the held-out pass rate (fresh episodes
@@ -37,6 +38,7 @@ import queue
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -355,6 +357,7 @@ class AgentTrainer:
         samples = batch.samples
         judged = [s.reward for s in samples if s.reward is not None]
         seen = self.staleness_seen
+        by_tool = Counter(c.tool or "invalid" for s in samples for c in s.calls)
         return {
             "step": step,
             "version": batch.version,
@@ -363,6 +366,7 @@ class AgentTrainer:
             "episodes": len(samples),
             "dropped_infra": len(samples) - len(judged),
             "calls_mean": sum(len(s.calls) for s in samples) / len(samples),
+            "calls_by_tool": {tool: n / len(samples) for tool, n in sorted(by_tool.items())},
             "tool_calls": sum(len(s.observations) for s in samples),
             "policy_tokens_mean": sum(s.policy_tokens for s in samples) / len(samples),
             **stats,

@@ -28,6 +28,12 @@ class ModelConfig(_Model):
     charset: str = Field(
         default="0123456789()+-*/'\"abcdefghijklmnopqrstuvwxyz _,.:=#\n", min_length=1
     )
+    words: list[str] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Multi-character strings the tiny model's tokenizer keeps as one token "
+        "each (e.g. a tool call's text), matched before single characters.",
+    )
     n_layer: int = Field(default=2, ge=1, le=48)
     n_head: int = Field(default=4, ge=1, le=64)
     n_embd: int = Field(default=64, ge=8, le=4096)

@@ -9,6 +9,7 @@ that needs ``accelerate``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,31 +32,48 @@ class Tokenizer(Protocol):
 
 
 class CharTokenizer:
-    """One token per character of a fixed charset, plus PAD, BOS and EOS."""
+    """One token per character of a fixed charset, plus PAD, BOS, EOS and whole ``words``.
+
+    A word (a multi-character string, like a chat model's tool-call tokens) is one
+    token; text is split greedily, the longest word at each position first, else
+    one character.
+    """
 
     pad_id, bos_id, eos_id = PAD, BOS, EOS
 
-    def __init__(self, charset: str) -> None:
+    def __init__(self, charset: str, words: Sequence[str] = ()) -> None:
         self.chars = sorted(set(charset))
-        self.ids = {char: index + 3 for index, char in enumerate(self.chars)}
+        self.words = sorted(set(words) - set(self.chars), key=lambda w: (-len(w), w))
+        self.pieces = self.chars + self.words
+        self.ids = {piece: index + 3 for index, piece in enumerate(self.pieces)}
 
     @property
     def vocab_size(self) -> int:
-        return len(self.chars) + 3
+        return len(self.pieces) + 3
 
     def encode(self, text: str) -> list[int]:
-        unknown = sorted(set(text) - set(self.ids))
-        if unknown:
-            raise ValueError(f"characters {unknown} are not in the model's charset")
-        return [self.bos_id] + [self.ids[char] for char in text]
+        return [self.bos_id, *self._split(text, strict=True)]
 
     def encode_piece(self, text: str) -> list[int]:
         """A continuation (no BOS); characters outside the charset are dropped, not refused
         (an observation may hold anything)."""
-        return [self.ids[char] for char in text if char in self.ids]
+        return self._split(text, strict=False)
 
     def decode(self, ids: list[int]) -> str:
-        return "".join(self.chars[i - 3] for i in ids if i >= 3)
+        return "".join(self.pieces[i - 3] for i in ids if i >= 3)
+
+    def _split(self, text: str, *, strict: bool) -> list[int]:
+        ids, at, unknown = [], 0, set()
+        while at < len(text):
+            piece = next((w for w in self.words if text.startswith(w, at)), text[at])
+            if piece in self.ids:
+                ids.append(self.ids[piece])
+            else:
+                unknown.add(piece)
+            at += len(piece)
+        if strict and unknown:
+            raise ValueError(f"characters {sorted(unknown)} are not in the model's charset")
+        return ids
 
 
 class PretrainedTokenizer:
@@ -87,7 +105,7 @@ def build(config: ModelConfig, seed: int) -> tuple[torch.nn.Module, Tokenizer]:
         tokenizer = AutoTokenizer.from_pretrained(config.path, **options)
         model = AutoModelForCausalLM.from_pretrained(config.path, **options)
         return model, PretrainedTokenizer(tokenizer)
-    chars = CharTokenizer(config.charset)
+    chars = CharTokenizer(config.charset, config.words)
     gpt2 = GPT2Config(
         vocab_size=chars.vocab_size,
         n_positions=config.n_positions,

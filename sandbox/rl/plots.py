@@ -63,25 +63,42 @@ def plot_run(metrics: Path, out: Path) -> Path:
     return out
 
 
-def plot_held_out(runs: dict[str, Path], out: Path) -> Path:
-    """The held-out pass rate of several runs (label -> ``metrics.jsonl``) against wall time."""
+def plot_held_out(runs: dict[str, Path], out: Path, tool: str | None = None) -> Path:
+    """The held-out pass rate of several runs (label -> ``metrics.jsonl``) against wall time;
+    with ``tool``, beside it the calls of that tool per training episode (multi-turn runs)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    panels = 2 if tool else 1
+    figure, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), constrained_layout=True)
+    held, calls = (axes[0], axes[1]) if tool else (axes, None)
     for label, metrics in runs.items():
-        points = [
-            (r.get("elapsed_s", 0.0) / 60, r["held_out_pass_rate"])
-            for r in read_metrics(metrics)
+        records = read_metrics(metrics)
+        minutes = [r.get("elapsed_s", 0.0) / 60 for r in records]
+        rates = [
+            (m, r["held_out_pass_rate"])
+            for m, r in zip(minutes, records, strict=True)
             if "held_out_pass_rate" in r
         ]
-        axis.plot(*zip(*points, strict=True), marker="o", label=label)
-    axis.set_ylim(-0.02, 1.02)
-    axis.set_xlabel("wall time (min)")
-    axis.set_ylabel("held-out pass rate")
-    axis.legend(loc="center right")
+        held.plot(*zip(*rates, strict=True), marker="o", label=label)
+        if calls is not None:
+            used = [
+                (m, r["calls_by_tool"].get(tool, 0.0))
+                for m, r in zip(minutes, records, strict=True)
+                if "calls_by_tool" in r
+            ]
+            calls.plot(*zip(*used, strict=True), label=label)
+    held.set_ylim(-0.02, 1.02)
+    held.set_xlabel("wall time (min)")
+    held.set_ylabel("held-out pass rate")
+    held.legend(loc="center right")
+    if calls is not None:
+        calls.set_ylim(-0.02, 1.02)
+        calls.set_xlabel("wall time (min)")
+        calls.set_ylabel(f"{tool} calls per training episode")
+        calls.legend(loc="center right")
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=90)
     plt.close(figure)
@@ -91,9 +108,10 @@ def plot_held_out(runs: dict[str, Path], out: Path) -> Path:
 if __name__ == "__main__":
     import sys
 
-    if len(sys.argv) < 4 or len(sys.argv) % 2:
-        sys.exit("usage: python -m sandbox.rl.plots OUT.png LABEL METRICS [LABEL METRICS ...]")
-    pairs = sys.argv[2:]
-    print(
-        plot_held_out(dict(zip(pairs[::2], map(Path, pairs[1::2]), strict=True)), Path(sys.argv[1]))
-    )
+    out, *rest = sys.argv[1:] or [""]
+    tool = None
+    if rest[:1] == ["--tool"] and len(rest) > 1:
+        tool, rest = rest[1], rest[2:]
+    if not out or not rest or len(rest) % 2:
+        sys.exit("usage: python -m sandbox.rl.plots OUT.png [--tool NAME] LABEL METRICS ...")
+    print(plot_held_out(dict(zip(rest[::2], map(Path, rest[1::2]), strict=True)), Path(out), tool))

@@ -55,22 +55,21 @@ import asyncio
 import copy
 import gc
 import importlib
+import inspect
 import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import docker
 import pytest
 import yaml
 
 from sandbox.client import AsyncSandboxClient, SandboxClient
 from sandbox.errors import NotFoundError
-from sandbox.host.labels import LABEL_OWNER
 from sandbox.integrations import verl_tool
 from sandbox.integrations.verl_tool import OpenAIFunctionToolSchema, ToolResponse, compute_score
 
-from ..conftest import REPO, Service
+from ..conftest import REPO, Service, kill_container_running
 from .test_episodes import make_task
 
 pytestmark = pytest.mark.docker
@@ -313,6 +312,45 @@ async def test_the_sglang_rollout_sequence(service: Service, task: str) -> None:
     assert verl_tool._TRAJECTORIES == {} and verl_tool._INSTANCES == {}
 
 
+class VerlBaseTool:
+    """verl's ``BaseTool`` contract, transcribed from verl-project/verl
+    ``verl/tools/base_tool.py`` (commit 3e3662a0): the signatures its callers rely on."""
+
+    def __init__(self, config: dict, tool_schema: Any) -> None: ...
+
+    async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, Any]: ...
+
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
+    ) -> tuple[Any, float, dict]: ...
+
+    async def calc_reward(self, instance_id: str, **kwargs: Any) -> float: ...
+
+    async def release(self, instance_id: str, **kwargs: Any) -> None: ...
+
+
+@pytest.mark.parametrize("method", ["__init__", "create", "execute", "calc_reward", "release"])
+def test_the_tool_takes_every_call_verls_base_tool_takes(method: str) -> None:
+    """Each of verl's parameters at its place, by its name and kind, with verl's default (or
+    one where verl has none); ``**kwargs`` taken; anything more optional; async as verl's."""
+    ours = getattr(verl_tool.SandboxEpisodeTool, method)
+    theirs = getattr(VerlBaseTool, method)
+    assert inspect.iscoroutinefunction(ours) == inspect.iscoroutinefunction(theirs)
+    mine = list(inspect.signature(ours).parameters.values())
+    verls = list(inspect.signature(theirs).parameters.values())
+    for at, param in enumerate(verls):
+        if param.kind is param.VAR_KEYWORD:
+            assert mine[-1].kind is param.VAR_KEYWORD, f"{method} takes no **kwargs"
+            continue
+        assert (mine[at].name, mine[at].kind) == (param.name, param.kind), f"{method}: {mine[at]}"
+        if param.default is not param.empty:
+            assert mine[at].default == param.default, f"{method}: {mine[at]}"
+    named = {param.name for param in verls}
+    for param in mine:
+        if param.name not in named and param.kind is not param.VAR_KEYWORD:
+            assert param.default is not param.empty, f"{method}: {param} is required"
+
+
 def test_the_tool_schema_defaults_from_the_config_tool() -> None:
     tool = verl_tool.SandboxEpisodeTool({"type": "native", "tool": "read_file"}, None)
     assert tool.name == "read_file"
@@ -320,23 +358,7 @@ def test_the_tool_schema_defaults_from_the_config_tool() -> None:
         verl_tool.SandboxEpisodeTool({"type": "native", "tool": "rm_rf"}, None)
 
 
-def kill_container_running(
-    docker_client: docker.DockerClient, service: Service, marker: str
-) -> None:
-    """Kill the service's container in which a process named ``marker`` runs."""
-    prefix = f":{service.process.pid}:"
-    for container in docker_client.containers.list():
-        if prefix in container.labels.get(LABEL_OWNER, ""):
-            rows = container.top(ps_args="-eo pid,args")["Processes"] or []
-            if any(marker in row[-1] for row in rows):
-                container.kill()
-                return
-    raise AssertionError(f"no container of the service runs {marker!r}")
-
-
-async def test_a_killed_sandbox_gives_no_reward_never_zero(
-    service: Service, task: str, docker_client: docker.DockerClient
-) -> None:
+async def test_a_killed_sandbox_gives_no_reward_never_zero(service: Service, task: str) -> None:
     """The episode's container dies mid-trajectory: the step reward is None (verl leaves it
     out of tool_rewards), the verdict says infra_error, and the score is flagged invalid."""
     marker = f"verl-marker-{uuid.uuid4().hex[:8]}"
@@ -344,7 +366,7 @@ async def test_a_killed_sandbox_gives_no_reward_never_zero(
     class Killer(AgentLoop):
         async def _call_tool(self, name: str, arguments: str, agent_data: AgentData) -> Any:
             if name == "read_file":  # the second turn: the sandbox dies first
-                await asyncio.to_thread(kill_container_running, docker_client, service, marker)
+                await asyncio.to_thread(kill_container_running, service, marker)
             return await super()._call_tool(name, arguments, agent_data)
 
     _, extra_info = await Killer(load_tools(service.url)).run(

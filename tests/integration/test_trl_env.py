@@ -7,21 +7,21 @@ first fitted to emit one tool call (``bash`` copying the episode's ``value.txt``
 ``answer.txt``), so its rollouts do call tools; sampling makes some of them not. Every
 rollout's episode, tool calls and reward are then checked on the service's side.
 Scripted tool calls give exactly the hidden tests' verdict, a reused instance keeps
-nothing from its previous episode, and a killed container gives the reward ``None``.
+nothing from its previous episode, and a killed container gives the reward ``None`` (in the
+GRPOTrainer run too, where TRL leaves it out of the group instead of scoring it 0).
 """
 
 from __future__ import annotations
 
 import gc
+import math
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import httpx
 import pytest
 import torch
@@ -39,10 +39,9 @@ from trl.chat_template_utils import qwen2_5_chat_template
 
 from sandbox.client import SandboxClient
 from sandbox.errors import NotFoundError, ServiceUnreachableError
-from sandbox.host.labels import LABEL_OWNER
 from sandbox.integrations.trl_env import SandboxToolEnv, sandbox_environment_factory
 
-from ..conftest import REPO, Service, free_port
+from ..conftest import REPO, Service, free_port, kill_session_container
 
 pytestmark = pytest.mark.docker
 
@@ -193,24 +192,10 @@ print(" ".join(env.episode.id for env in envs))
 # ---------------------------------------------------------------- sandbox failures
 
 
-def _kill_episode_container(service: Service, env: SandboxToolEnv) -> None:
-    """Kill the container of ``env``'s episode: the one of this service's containers
-    where a command just started in the episode runs."""
-    marker = f"sleep {os.getpid()}{free_port()}"
-    assert env.bash(f"nohup {marker} >/dev/null 2>&1 & echo ok").startswith("exit_code: 0")
-    owner = f"{socket.gethostname()}:{service.process.pid}:"
-    client = docker.from_env(timeout=60)
-    try:
-        ours = [
-            c
-            for c in client.containers.list(filters={"label": LABEL_OWNER})
-            if c.labels[LABEL_OWNER].startswith(owner)
-            and any(p[-1] == marker for p in c.top()["Processes"])
-        ]
-        assert len(ours) == 1, f"{len(ours)} containers run {marker!r}"
-        ours[0].kill()
-    finally:
-        client.close()
+def _kill(service: Service, env: SandboxToolEnv) -> None:
+    """Kill the container of ``env``'s episode (not through its tools: no step is counted)."""
+    assert env.episode is not None
+    kill_session_container(service, env.episode.session_id)
 
 
 def test_a_killed_sandbox_gives_no_reward(
@@ -218,7 +203,7 @@ def test_a_killed_sandbox_gives_no_reward(
 ) -> None:
     # killed mid-episode: the next tool call says so, and there is no verdict
     env.reset(task=str(task))
-    _kill_episode_container(service, env)
+    _kill(service, env)
     assert "the sandbox failed" in env.bash("cp value.txt answer.txt")
     assert env.get_reward() is None
     assert env.result is not None and env.result.outcome == "infra_error"
@@ -226,7 +211,7 @@ def test_a_killed_sandbox_gives_no_reward(
     # killed after the work, before judging: no verdict either (never 0)
     env.reset(task=str(task))
     assert env.bash("cp value.txt answer.txt").startswith("exit_code: 0")
-    _kill_episode_container(service, env)
+    _kill(service, env)
     assert env.get_reward() is None
 
     # the instance recovers on its next reset: a real verdict again
@@ -358,6 +343,28 @@ class _Audit(TrainerCallback):
         self.steps.append(rows)
 
 
+class _KillBeforeJudging(TrainerCallback):
+    """In the second step, the container of one pooled environment's episode is killed when
+    TRL asks that environment for its reward (its rollout done, before the hidden tests)."""
+
+    def __init__(self, service: Service, made: list[SandboxToolEnv]) -> None:
+        self.service, self.made = service, made
+        self.victim: SandboxToolEnv | None = None
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step != 1:
+            return
+        victim = self.victim = self.made[1]
+        judge = victim.get_reward
+
+        def get_reward() -> float | None:
+            if victim.result is None:
+                _kill(self.service, victim)
+            return judge()
+
+        victim.get_reward = get_reward  # type: ignore[method-assign]
+
+
 @pytest.fixture
 def one_torch_thread() -> Iterator[None]:
     """The tiny model on one thread: on 2 shared cores, torch's thread pool spinning
@@ -404,14 +411,14 @@ def test_grpo_trainer_runs_every_rollout_through_the_service(
         use_cpu=True,
         seed=0,
     )
-    audit = _Audit(service, made)
+    audit, killer = _Audit(service, made), _KillBeforeJudging(service, made)
     trainer = GRPOTrainer(
         model=model,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         environment_factory=factory,
-        callbacks=[audit],
+        callbacks=[killer, audit],
     )
     try:
         assert sorted(t.__name__ for t in trainer.tools) == ["bash", "read_file", "write_file"]
@@ -426,20 +433,40 @@ def test_grpo_trainer_runs_every_rollout_through_the_service(
     ids = [row["id"] for rows in audit.steps for row in rows]
     assert len(set(ids)) == 8  # every rollout its own episode
     for log, rows in zip(logs, audit.steps, strict=True):
+        judged = [row for row in rows if row["reward"] is not None]
         for row in rows:
             # the service saw exactly the rollout's tool calls, and judged it
             assert row["service_steps"] == row["tool_calls"] and row["service_done"]
-            assert row["service_reward"] == row["reward"] in (0.0, 1.0)
+            assert row["service_reward"] == row["reward"]
             if row["tool_calls"] == 0:
                 assert row["reward"] == 0.0  # value.txt is only readable in the sandbox
-        # TRL's own figures are the service's
+        assert all(row["reward"] in (0.0, 1.0) for row in judged)
+        # TRL's own figures are the service's; a rollout without a verdict is left out
         assert log["tools/call_frequency"] == pytest.approx(
             sum(r["service_steps"] for r in rows) / len(rows)
         )
         assert log["rewards/SandboxToolEnv/mean"] == pytest.approx(
-            sum(r["reward"] for r in rows) / len(rows)
+            sum(r["reward"] for r in judged) / len(judged)
         )
     assert any(row["reward"] == 1.0 for rows in audit.steps for row in rows)
+
+    # The killed rollout: no verdict, and TRL did not score it 0 (TRL 1.16 turns a None
+    # reward into NaN, keeps it out of its group's mean and std, and zeroes its advantage).
+    victim = killer.victim
+    assert victim is not None and victim.result is not None
+    assert (victim.get_reward(), victim.result.outcome) == (None, "infra_error")
+    first, second = audit.steps
+    assert all(row["reward"] is not None for row in first)
+    assert [row["id"] for row in second if row["reward"] is None] == [victim.result.episode]
+    # TRL's record of the last batch: rewards and advantages, in its rollouts' order
+    at = trainer.environments.index(victim)
+    rewards = list(trainer._logs["rewards"]["SandboxToolEnv"])
+    advantages = list(trainer._logs["advantages"])
+    assert math.isnan(rewards[at]) and advantages[at] == 0.0
+    others = [i for i in range(len(rewards)) if i != at]
+    judged_rewards = [rewards[i] for i in others]
+    assert 1.0 in judged_rewards  # else scoring the killed one 0 would change nothing
+    assert sum(advantages[i] for i in others) == pytest.approx(0.0, abs=1e-4)
     # the first step's episodes were closed when their instances were reset; the last
     # step's when the environments were closed
     for episode_id in ids:

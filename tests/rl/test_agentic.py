@@ -1,11 +1,14 @@
 """Multi-turn episodes in the embedded trainer, against the real service and real sandboxes.
 
 A scripted policy (its turns fixed in advance) plays the demo's tasks
-(:mod:`sandbox.rl.demo_tasks`: ``v`` holds a digit, the hidden test wants
-``(v + 1) mod 10`` in ``a``): the observations are the sandbox's and the
-rewards the hidden tests'. Then the loss mask (observation tokens get exactly
-zero gradient), a failed episode dropped (``None``, never 0), episodes closed
-on cancellation, and the staleness bound with a slow trainer.
+(:mod:`sandbox.rl.demo_tasks`: ``v`` holds a digit, the hidden test wants it
+in ``a``): the observations are the sandbox's and the
+rewards the hidden tests'. Then the trainer's loss: observation tokens get
+exactly zero gradient, and a stale sample is weighed by its ratio to the
+log-probs recorded when it was sampled; a failed episode (one that could not
+open, one whose container was killed between turns) is dropped (``None``,
+never 0); episodes are closed on cancellation; and the staleness bound holds
+with a slow trainer.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ import torch
 
 from sandbox.rl.agentic import AgentBatch, AgentTrainer
 from sandbox.rl.config import AgentConfig, ModelConfig, SandboxConfig, TrainConfig
-from sandbox.rl.demo_tasks import write_task
+from sandbox.rl.demo_tasks import INSTRUCTION, write_task
+from sandbox.rl.grpo import masked_group_advantages
 from sandbox.rl.model import CharTokenizer
+from sandbox.rl.plots import plot_held_out
 from sandbox.rl.rollouts import EpisodeEnv, EpisodeSample
 from sandbox.rl.toolcalls import JsonFormat, LineFormat, ToolCall
+from sandbox.rl.trainer import grpo_updates
 
-from ..conftest import Service
+from ..conftest import Service, kill_session_container
 
 pytestmark = pytest.mark.docker
 
@@ -98,7 +104,7 @@ def test_a_scripted_episode_sees_the_sandbox_and_the_hidden_tests_decide(
     env: EpisodeEnv, tasks: Path
 ) -> None:
     (task,) = env.upload([tasks / "train"])
-    passed = _play(env, task.ref, ["< v\n", "$ cat v; echo hi >&2; exit 3\n", "> a 4\n", ".\n"])
+    passed = _play(env, task.ref, ["< v\n", "$ cat v; echo hi >&2; exit 3\n", "> a 3\n", ".\n"])
     assert passed.observations == [
         "3\n",
         "exit_code: 3\n[stdout]\n3\n[stderr]\nhi",
@@ -107,14 +113,14 @@ def test_a_scripted_episode_sees_the_sandbox_and_the_hidden_tests_decide(
     assert [c.tool for c in passed.calls] == ["read_file", "shell", "write_file", "done"]
     assert (passed.reward, passed.outcome, passed.version) == (1.0, "passed", 7)
     text = env.tokenizer.decode(passed.tokens)
-    instruction = "The file v holds a digit d. Write (d + 1) mod 10 to the file a.\n"
+    instruction = INSTRUCTION + "\n"
     assert text == (
         f"{instruction}< v\n3\n$ cat v; echo hi >&2; exit 3\n"
-        "exit_code: 3\n[stdout]\n3\n[stderr]\nhi\n> a 4\nwrote 2 bytes to a\n.\n"
+        "exit_code: 3\n[stdout]\n3\n[stderr]\nhi\n> a 3\nwrote 2 bytes to a\n.\n"
     )
     # The policy's tokens are exactly the script's; everything else is masked out.
     policy = [t for t, m in zip(passed.tokens, passed.policy_mask, strict=True) if m]
-    script = "< v\n$ cat v; echo hi >&2; exit 3\n> a 4\n.\n"
+    script = "< v\n$ cat v; echo hi >&2; exit 3\n> a 3\n.\n"
     assert env.tokenizer.decode(policy) == script
     assert len(passed.logprobs) == len(passed.tokens)
 
@@ -127,7 +133,7 @@ def test_a_scripted_episode_sees_the_sandbox_and_the_hidden_tests_decide(
     # The same task in the JSON format of chat models.
     json_script = [
         '<tool_call>{"name": "bash", "arguments": {"command": "cat v"}}</tool_call>',
-        '<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "4"}}'
+        '<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "3"}}'
         "</tool_call> and some chatter after it",
         "All done.",
     ]
@@ -174,25 +180,29 @@ def _scripted(trainer: AgentTrainer, refs: list[str], script: list[str]) -> list
     return trainer.env.run(refs, ScriptedPolicy(trainer.tokenizer, script), version=0)
 
 
+def _on_policy(trainer: AgentTrainer, sample: EpisodeSample) -> EpisodeSample:
+    """``sample`` as if the current model had played it: its log-probs, recorded."""
+    logprobs, _, _ = trainer.token_logprobs(trainer.model, [sample])
+    sample.logprobs = [0.0, *logprobs[0].detach().tolist()]
+    return sample
+
+
 def test_a_failed_episode_is_dropped_and_the_loss_is_as_if_it_never_ran(
     trainer: AgentTrainer,
 ) -> None:
     ref = trainer.train_tasks[0].ref
     missing = "upload:" + "0" * 64
-    good, bad = _scripted(trainer, [ref, missing], ["< v\n", "> a 4\n"])
+    good, bad = _scripted(trainer, [ref, missing], ["< v\n", "> a 3\n"])
     assert good.reward == 1.0 and bad.reward is None and "could not open" in (bad.error or "")
     assert trainer.env.live == set()
     (wrong,) = _scripted(trainer, [ref], ["< v\n", "> a 1\n"])
     samples = [good, wrong]
     for sample in samples:  # the logprobs the current model would have sampled with
-        logprobs, _, _ = trainer.token_logprobs(trainer.model, [sample])
-        sample.logprobs = [0.0, *logprobs[0].tolist()]
+        _on_policy(trainer, sample)
 
     def gradient(group: list[EpisodeSample]) -> torch.Tensor:
         trainer.model.zero_grad()
         trainer.optimizer.zero_grad()
-        from sandbox.rl.grpo import masked_group_advantages
-
         loss, _ = trainer.group_loss(group, *masked_group_advantages([s.reward for s in group]))
         loss.backward()
         return torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
@@ -206,12 +216,10 @@ def test_a_failed_episode_is_dropped_and_the_loss_is_as_if_it_never_ran(
 
 def test_observation_tokens_get_exactly_zero_gradient(trainer: AgentTrainer) -> None:
     ref = trainer.train_tasks[0].ref
-    (sample,) = _scripted(trainer, [ref], ["$ cat v\n", "> a 4\n"])
-    assert sample.reward == 1.0
-    # The model's own sampling: its recorded log-probs are the PPO ratio's denominator.
+    (right,) = _scripted(trainer, [ref], ["$ cat v\n", "> a 3\n"])
     (played,) = trainer.env.run([ref], trainer.policy(trainer.model), version=0)
-    now, old, mask = trainer.token_logprobs(trainer.model, [played])
-    assert mask.sum() > 0 and torch.allclose(now * mask, old * mask, atol=1e-5)
+    group = [_on_policy(trainer, right), played]  # played: the model's own log-probs
+    assert [s.reward for s in group] == [1.0, 0.0]
 
     captured: list[torch.Tensor] = []
 
@@ -219,20 +227,88 @@ def test_observation_tokens_get_exactly_zero_gradient(trainer: AgentTrainer) -> 
         output.retain_grad()
         captured.append(output)
 
+    # The trainer's own loss: advantages of the group's rewards (+1, -1), the clipped loss.
+    trainer.optimizer.zero_grad()
     hook = trainer.model.lm_head.register_forward_hook(keep)
     try:
-        logprobs, _, mask = trainer.token_logprobs(trainer.model, [sample])
-        loss = -(logprobs * mask).sum()
+        loss, _ = trainer.group_loss(group, *masked_group_advantages([s.reward for s in group]))
         loss.backward()
     finally:
         hook.remove()
-    grad = captured[0].grad[0]  # (positions, vocab): position i predicts token i + 1
-    targets = sample.policy_mask[1:]
-    observed = [i for i, m in enumerate(targets) if not m]
-    policy = [i for i, m in enumerate(targets) if m]
-    assert len(observed) > 20 and len(policy) == len("$ cat v\n> a 4\n")
-    assert all(bool((grad[i] == 0).all()) for i in observed)
-    assert all(float(grad[i].abs().sum()) > 0 for i in policy)
+        trainer.optimizer.zero_grad()
+    (logits,) = captured  # (episodes, positions, vocab): position i predicts token i + 1
+    for row, sample in enumerate(group):
+        grad = logits.grad[row]
+        targets = sample.policy_mask[1:] + [0] * (len(grad) - len(sample.tokens) + 1)
+        observed = [i for i, m in enumerate(targets) if not m]
+        policy = [i for i, m in enumerate(targets) if m]
+        assert len(observed) > 20 and policy
+        assert all(bool((grad[i] == 0).all()) for i in observed)
+        assert all(float(grad[i].abs().sum()) > 0 for i in policy)
+    assert sum(right.policy_mask) == len("$ cat v\n> a 3\n")
+
+
+def test_a_stale_sample_is_corrected_by_its_sampling_log_probs(trainer: AgentTrainer) -> None:
+    batch = trainer.play(trainer.model, trainer.version)  # a group of two episodes
+    recorded = [list(s.logprobs) for s in batch.samples]
+    ones, keep = torch.ones(2), torch.ones(2, dtype=torch.bool)
+    clip = 1 + trainer.config.grpo.epsilon_high
+
+    def ratio_and_loss() -> tuple[torch.Tensor, torch.Tensor, float, float]:
+        """The ratio to the recorded log-probs, the policy tokens, the trainer's loss (all
+        advantages 1) and that loss from the ratio: -mean(min(ratio, 1 + epsilon_high))."""
+        now, old, mask = trainer.token_logprobs(trainer.model, batch.samples)
+        loss, _ = trainer.group_loss(batch.samples, ones, keep)
+        ratio = torch.exp(now - old).detach()
+        per_token = torch.minimum(ratio, ratio.clamp(max=clip)) * mask
+        expected = -(per_token.sum(dim=1) / mask.sum(dim=1)).mean()
+        return ratio, mask > 0, float(loss.detach()), float(expected)
+
+    ratio, policy, loss, expected = ratio_and_loss()
+    assert bool(policy.any()) and torch.allclose(ratio[policy], torch.ones(int(policy.sum())))
+    assert loss == pytest.approx(-1.0, abs=1e-5)  # on-policy: the ratio is 1
+
+    # One optimiser step of the trainer's (as if the first episode had passed): the policy
+    # moves on, and the same samples are now one version stale.
+    advantages = torch.tensor([1.0, -1.0])
+    grpo = trainer.config.grpo
+    grpo_updates(
+        trainer.model,
+        trainer.optimizer,
+        grpo,
+        [(batch.samples, advantages, keep)],
+        trainer.group_loss,
+    )
+    ratio, policy, loss, expected = ratio_and_loss()
+    assert [s.logprobs for s in batch.samples] == recorded  # never recomputed
+    assert float((ratio[policy] - 1).abs().min()) > 1e-6  # on every policy token
+    assert loss == pytest.approx(expected, abs=1e-6)  # weighed by that ratio, clipped
+
+
+def test_a_container_killed_between_turns_gives_no_reward(
+    trainer: AgentTrainer, service: Service
+) -> None:
+    ref = trainer.train_tasks[0].ref
+    killed: list[str] = []
+
+    def kill_one(turn: int) -> None:
+        if turn >= 1 and not killed:  # an episode has played a turn; both are open
+            episode = sorted(trainer.env.live)[0]
+            info = httpx.get(f"{service.url}/v1/episodes/{episode}", timeout=30).json()
+            kill_session_container(service, info["session_id"])
+            killed.append(episode)
+
+    assert isinstance(trainer.tokenizer, CharTokenizer)
+    policy = ScriptedPolicy(trainer.tokenizer, ["< v\n", "> a 3\n"], gate=kill_one)
+    samples = trainer.env.run([ref, ref], policy, version=0)
+    (dead,) = [s for s in samples if s.episode_id in killed]
+    (alive,) = [s for s in samples if s is not dead]
+    assert (dead.reward, dead.outcome, alive.reward) == (None, "infra_error", 1.0)
+    assert dead.observations[-1] == "error: the sandbox failed; the episode has no verdict"
+    _, keep = masked_group_advantages([s.reward for s in samples])
+    assert keep.tolist() == [s is alive for s in samples]  # dropped from its group
+    assert trainer.env.live == set()
+    assert httpx.get(f"{service.url}/v1/episodes/{killed[0]}", timeout=30).status_code == 404
 
 
 def test_episodes_are_closed_when_a_batch_is_cancelled(env: EpisodeEnv, tasks: Path) -> None:
@@ -245,7 +321,7 @@ def test_episodes_are_closed_when_a_batch_is_cancelled(env: EpisodeEnv, tasks: P
             time.sleep(10)
 
     assert isinstance(env.tokenizer, CharTokenizer)
-    policy = ScriptedPolicy(env.tokenizer, ["< v\n", "> a 4\n"], gate=stall)
+    policy = ScriptedPolicy(env.tokenizer, ["< v\n", "> a 3\n"], gate=stall)
     seen: list[str] = []
     future = env._loop.submit(env._run([task.ref] * 2, policy, 0))
     assert asked.wait(60)
@@ -318,7 +394,10 @@ def test_generation_runs_ahead_of_training_no_further_than_max_staleness(
         assert all(m["gen_wait_s"] >= 0.9 for m in steps[1:])  # generation waited for training
     assert all(m["train_wait_s"] >= 0 and m["gen_wait_s"] >= 0 for m in steps)
     assert "held_out_pass_rate" in history.metrics[-1]
+    assert all(sum(m["calls_by_tool"].values()) == pytest.approx(m["calls_mean"]) for m in steps)
     assert trainer.env.live == set()
+    plot = plot_held_out({"run": tmp_path / "metrics.jsonl"}, tmp_path / "h.png", "read_file")
+    assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_the_line_format_parses_what_the_docs_say() -> None:
@@ -332,6 +411,16 @@ def test_the_line_format_parses_what_the_docs_say() -> None:
     assert chat.parse("no call").finishes
     assert chat.parse('<tool_call>{"name": "finish"}</tool_call>').finishes
     assert chat.parse("<tool_call>{nope}</tool_call>").error is not None
+
+
+def test_a_word_of_the_vocabulary_is_one_token() -> None:
+    tokenizer = CharTokenizer("0123456789", ["< v", "< vv", "err"])
+    assert tokenizer.vocab_size == 3 + 10 + 3
+    ids = tokenizer.encode_piece("< vv7\nerror: < v")  # the longest word first; others dropped
+    assert len(ids) == 4 and tokenizer.decode(ids) == "< vv7err< v"
+    assert tokenizer.encode("< v3") == [tokenizer.bos_id, *tokenizer.encode_piece("< v3")]
+    with pytest.raises(ValueError, match="charset"):
+        tokenizer.encode("< w")
 
 
 def test_the_config_says_what_to_train_on(tasks: Path) -> None:
