@@ -183,10 +183,8 @@ def _assert_clean(report: QualityReport) -> None:
     assert not problems, json.dumps(problems, indent=1)
 
 
-async def test_shipped_tasks_are_clean(platform: Platform) -> None:
-    """CI's gate for the shipped tasks: one reference run (it must pass), the controls
-    (the untouched state among them must fail) and the whole probe library."""
-    report = await _check(platform, SHIPPED_TASKS, runs=1)
+async def _check_shipped_tasks(platform: Platform, probe_sample: int | None) -> None:
+    report = await _check(platform, SHIPPED_TASKS, runs=1, probe_sample=probe_sample)
     suite = load_tasks(SHIPPED_TASKS[0])
     assert len(report.items) == len(suite) + len(load_tasks(SHIPPED_TASKS[1])) >= 26 + 3
     for task in suite:
@@ -194,6 +192,20 @@ async def test_shipped_tasks_are_clean(platform: Platform) -> None:
         assert [r.passed for r in item.references] == [True], (task.id, item.findings)
         assert item.controls["untouched"].passed is False, (task.id, item.controls)
     _assert_clean(report)
+
+
+async def test_shipped_tasks_are_clean(platform: Platform) -> None:
+    """CI's gate for the shipped tasks: one reference run (it must pass), the controls
+    (the untouched state among them must fail) and three probes a task, in rotation
+    (29 tasks: each probe of the library on several)."""
+    await _check_shipped_tasks(platform, probe_sample=3)
+
+
+@pytest.mark.sweep
+@pytest.mark.timeout(1200)
+async def test_shipped_tasks_are_clean_under_every_probe(platform: Platform) -> None:
+    """The same with the whole probe library on every task."""
+    await _check_shipped_tasks(platform, probe_sample=None)
 
 
 def _problem_sets() -> list[object]:
