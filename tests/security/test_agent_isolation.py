@@ -172,10 +172,11 @@ async def test_each_route_to_the_hidden_tests(
         assert outcomes[f"attack-{route}-{mode}"] == attack, (route, outcomes)
 
 
-RUNS = 60
-REPEATED = f"""
+# The loss was gVisor's (a pipe's readiness after the program's exit): many runs there.
+RUNS = {"default": 10, "gvisor": 60}
+REPEATED = """
 bad=0
-for i in $(seq {RUNS}); do
+for i in $(seq {runs}); do
   out=$(agent-run python3 rev.py < input.txt)
   [ "$out" = "$(cat expected.txt)" ] || {{ bad=$((bad + 1)); echo "run $i: [$out]" >&2; }}
 done
@@ -193,7 +194,7 @@ async def test_agent_run_brings_back_every_byte_every_time(platform: Platform, p
         result = await platform.sessions.run_hidden_tests(
             session.id,
             {"input.txt": INPUT.encode(), "expected.txt": EXPECTED.encode()},
-            command=REPEATED,
+            command=REPEATED.format(runs=RUNS[policy]),
             timeout_s=240,
             tenant="agent-run",
         )
