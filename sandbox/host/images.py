@@ -34,6 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -311,9 +312,26 @@ def build_images(
                 base_ref = _ensure_base_image(client, progress)
             else:
                 base_ref = REGISTRY_BASE_IMAGE
-            return [_build_image(client, name, kind, base_ref, progress) for name in selected]
+            return _build_all(selected, kind, base_ref, progress)
     finally:
         client.close()
+
+
+def _build_all(
+    names: Sequence[str], base: BaseKind, base_ref: str, progress: Progress
+) -> list[str]:
+    """Build ``names`` at the same time (their package installs wait mostly on the network
+    and the disk), each with a client of its own; the tags in ``names``' order."""
+
+    def build(name: str) -> str:
+        client = docker_client(timeout=BUILD_HTTP_TIMEOUT_S)
+        try:
+            return _build_image(client, name, base, base_ref, progress)
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(max(1, len(names)), thread_name_prefix="image-build") as pool:
+        return list(pool.map(build, names))
 
 
 @contextlib.contextmanager
