@@ -12,7 +12,12 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: setup python-venv venv harbor-venv openenv-venv browser engine images promtool up \
 	test test-sweeps demo demo-agent demo-agent-control bench clean
 
-setup: venv harbor-venv openenv-venv browser engine images promtool
+# The images (the engine first) and the two side venvs are made at the same time: they wait
+# mostly on the network and the disk. apt-get runs in one of them at a time (the engine's
+# packages), then for chromium and promtool.
+setup: venv
+	@$(MAKE) --no-print-directory -j3 images harbor-venv openenv-venv
+	@$(MAKE) --no-print-directory browser promtool
 
 venv: $(STAMP)
 
