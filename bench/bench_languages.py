@@ -1,42 +1,55 @@
-"""Compile + run latency of a hello-world per language, through ``/run_code``.
+"""Compile + run latency of a hello-world per language and test-runner mode, through ``/run_code``.
 
-Each language's greeting program (the ones the tests use: it reads a name on
-stdin, or prints where the language reads none) is sent once to warm its image's
-pool, then ``--repeat`` times; the report gives, per language, the median
-request time and the median compile and run times the response carries.
+Each language's program from the compatibility tests (it reads a name on stdin
+and a number from a file, writes a file and greets the name) and each mode's
+passing tests (``pytest``, ``junit``, ``go_test``, ``jest``, ``D_ut``) is sent
+once to warm its image's pool, then ``--repeat`` times; the report gives, per
+language, the median request time and the median compile and run times the
+response carries.
 
-    .venv/bin/python bench/bench_languages.py [--repeat 3] [--only ruby,scala]
+    .venv/bin/python bench/bench_languages.py [--repeat 3] [--only ruby,scala,junit]
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Service, save_results
-from sandbox.languages import LANGUAGES
-from tests.api.test_compat_languages import HELLO as MORE_HELLO
-from tests.api.test_compat_languages import PRINTED
-from tests.integration.test_languages import HELLO
+from sandbox.languages import LANGUAGES, get_language
+from tests.api.test_compat_languages import MODES, PROGRAMS
+
+# What every language's program reads and writes besides stdin.
+FILES = {"files": {"data/in.txt": base64.b64encode(b"21\n").decode()}, "fetch_files": ["out.txt"]}
 
 
-def programs() -> dict[str, str]:
-    """Our language name -> its greeting program."""
-    found = {**HELLO}
-    for name, code in {**MORE_HELLO, **PRINTED}.items():
-        found[name.lower()] = code
+def programs() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Our language name -> its program and the request's other fields."""
+    found = {get_language(name).name: (code, FILES) for name, code in PROGRAMS.items()}
+    found |= {get_language(mode).name: (tests[0], {}) for mode, tests in MODES.items()}
     return {name: found[name] for name in LANGUAGES if name in found}
 
 
-def measure(http: httpx.Client, language: str, code: str, repeat: int) -> dict[str, float]:
-    body = {"code": code, "language": language, "stdin": "sandbox\n", "compile_timeout": 60}
+def measure(
+    http: httpx.Client, language: str, code: str, fields: dict[str, Any], repeat: int
+) -> dict[str, float]:
+    body = {
+        "code": code,
+        "language": language,
+        "stdin": "sandbox\n",
+        "compile_timeout": 60,
+        "run_timeout": 60,  # jest alone takes seconds on a loaded host
+        **fields,
+    }
     times: list[float] = []
     compiles: list[float] = []
     runs: list[float] = []
@@ -74,8 +87,8 @@ def main() -> None:
     try:
         service.wait_ready()
         with httpx.Client(base_url=service.url, timeout=300) as http:
-            for language, code in chosen.items():
-                results[language] = measure(http, language, code, args.repeat)
+            for language, (code, fields) in chosen.items():
+                results[language] = measure(http, language, code, fields, args.repeat)
                 figures = results[language]
                 print(
                     f"| {language} | {LANGUAGES[language].image} | {figures['compile_ms']:.0f} | "

@@ -8,7 +8,8 @@ imported and when run as a script; for other languages a *hook* is spliced
 into a program so that it runs before anything else (a constructor in C and
 C++, ``init`` in Go, a static initialiser in Java, the first statement of each
 function in Rust, an ``initial`` block of the testbench (else the first module) in
-Verilog, the top of the file in scripts and SQL).
+Verilog, the top of the file in scripts and SQL). A *token thief* reads the
+program's own source for the judge's completion token (``io`` drivers).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "junit_report",
     "python_module",
     "star_shadow",
+    "token_thief",
 ]
 
 MARKERS: Final = "PASSED\nOK\nok\nSuccess\nAll tests passed\n1 passed in 0.01s\n"
@@ -974,3 +976,72 @@ def _sql_hook(output: str, sleep: bool) -> str:
         )
     text = output.removesuffix("\n").replace("'", "''")
     return (f"SELECT '{text}';\n" if text else "") + ".exit 0\n"
+
+
+# ---------------------------------------------------------------------------- token thieves
+
+_TOKEN: Final = "[0-9a-f]{32}"
+_THIEVES: Final = {
+    "python": (
+        "import re as _re, os as _os\n"
+        f'print(_re.findall(r"{_TOKEN}", open(__file__).read())[-1], flush=True)\n'
+        "_os._exit(0)\n"
+    ),
+    "bash": f"grep -oE '{_TOKEN}' \"$0\" | tail -n 1\nexit 0\n",
+    "javascript": (
+        f'process.stdout.write(require("fs").readFileSync(__filename, "utf8").match(/{_TOKEN}/g)'
+        '.pop() + "\\n");\nprocess.exit(0);\n'
+    ),
+    "typescript": (
+        f'process.stdout.write(require("fs").readFileSync("main.ts", "utf8").match(/{_TOKEN}/g)'
+        '.pop() + "\\n");\nprocess.exit(0);\n'
+    ),
+    "php": (
+        f"preg_match_all('/{_TOKEN}/', file_get_contents(__FILE__), $quality_m);\n"
+        'echo end($quality_m[0]), "\\n";\nexit(0);\n'
+    ),
+    "ruby": f'STDOUT.write(File.read(__FILE__).scan(/{_TOKEN}/).last + "\\n")\nexit 0\n',
+    "lua": (
+        'local quality_t\nfor m in io.open(arg[0]):read("a"):gmatch(("[0-9a-f]"):rep(32)) do\n'
+        '  quality_t = m\nend\nio.stdout:write(quality_t, "\\n")\nos.exit(0)\n'
+    ),
+    "perl": (
+        "open(my $quality_f, '<', $0);\nmy @quality_t = do { local $/; <$quality_f> =~ "
+        f'/{_TOKEN}/g }};\nprint STDOUT "$quality_t[-1]\\n";\nexit 0;\n'
+    ),
+    "r": (
+        'quality_s <- paste(readLines("main.R"), collapse = "\\n")\n'
+        f'quality_t <- regmatches(quality_s, gregexpr("{_TOKEN}", quality_s))[[1]]\n'
+        'cat(quality_t[length(quality_t)], "\\n", sep = "")\nquit(status = 0)\n'
+    ),
+    "racket": (  # racket/base only: a port is matched as it is read
+        f'(displayln (car (reverse (regexp-match* #px"{_TOKEN}" (open-input-file "main.rkt")))))'
+        "\n(exit 0)\n"
+    ),
+    "d": (
+        "shared static this() {\n"
+        "    import std.file : readText;\n    import std.stdio : stdout, write;\n"
+        "    import core.stdc.stdlib : exit;\n"
+        '    auto text = readText("main.d");\n    string token;\n    size_t run;\n'
+        "    foreach (i, c; text) {\n"
+        "        run = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ? run + 1 : 0;\n"
+        "        if (run == 32) token = text[i - 31 .. i + 1];\n    }\n"
+        '    write(token, "\\n");\n    stdout.flush();\n    exit(0);\n}\n'
+    ),
+}
+
+
+def token_thief(language: str, code: str) -> str | None:
+    """``code`` with a hook, run before anything else, that reads the program's own source,
+    prints the last 32-hex-digit run in it (where the judge's completion token is) and
+    exits 0. None for a language without one (those with MultiPL-E tests have one)."""
+    thief = _THIEVES.get(language)
+    if thief is None:
+        return None
+    first, _, rest = code.partition("\n")
+    if language == "php":  # after the opening tag, which the language adds when missing
+        body = code.removeprefix("<?php") if code.startswith("<?php") else code
+        return f"<?php\n{thief}{body}"
+    if language == "racket" and first.startswith("#lang"):
+        return f"{first}\n{thief}{rest}"
+    return thief + code

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from sandbox.core.argv import shell_command
-from sandbox.judge.models import FileTests
+from sandbox.judge.models import FileTests, IOTests
 
 from . import hacks
 from .model import QualityInputError
@@ -140,6 +140,14 @@ PROBES: Final = (
         "descriptors, the environment) and links planted in the workspace to the expected "
         "output; problems: reads /judge, /tmp, the workspace, /proc and the environment for "
         "expected values and answers with them",
+    ),
+    Probe(
+        "read-own-program",
+        "reading the completion token from its own program",
+        "for io tests whose driver prints nothing (asserts run in the candidate's process): "
+        "reads its own source, prints the judge's completion token found there and exits 0 "
+        "before any test runs",
+        tasks=False,
     ),
     Probe(
         "read-processes",
@@ -475,6 +483,8 @@ def problem_submission(name: str, problem: Problem) -> str | None:
     if name == "untouched":
         return problem.starter
     tests = problem.request.tests
+    if name == "read-own-program":
+        return _token_thief(problem)
     if name == "star-shadow":
         if not isinstance(tests, FileTests) or not star_imports(tests.files, {tests.module}):
             return None
@@ -493,3 +503,10 @@ def problem_submission(name: str, problem: Problem) -> str | None:
     if name == "sleep-timeout":
         return hacks.hook_program(language, reference, sleep=True)
     return None
+
+
+def _token_thief(problem: Problem) -> str | None:
+    tests = problem.request.tests
+    if not isinstance(tests, IOTests) or not tests.silent_driver:
+        return None
+    return hacks.token_thief(problem.language, problem.reference)

@@ -1,4 +1,4 @@
-"""Judge problem sets: JSONL files, one problem a line, in any of three shapes.
+"""Judge problem sets: JSONL files, one problem a line, in any of four shapes.
 
 1. **Judge problems** (this repository's ``tests/data/languages/*.jsonl``): the
    hidden tests are a ``tests`` object exactly as in a judge request (``io``,
@@ -18,6 +18,11 @@
 3. **MBPP** (``task_id``, ``text``, ``code``, ``test_list``, optional
    ``test_setup_code`` and ``challenge_test_list``): ``assert`` tests made of the
    set-up code and the asserts, calling the solution's functions by name.
+4. **MultiPL-E** (``prompt``, ``canonical_solution``, and ``tests`` as the text of the
+   tests in the problem's language, as in ``tests/data/humaneval_multipl``): ``io``
+   tests whose ``driver`` is that text, one case with empty stdin and output; the
+   reference is prompt + canonical solution; the untouched initial state is the
+   prompt alone.
 
 The language is the line's ``language``, else the file's name when it is one
 (``go.jsonl``), else Python. Blank lines are skipped; a line that is not a JSON
@@ -47,8 +52,9 @@ ID_FIELDS: Final = ("id", "task_id", "name")
 TEXT_FIELDS: Final = ("description", "prompt", "text", "instruction", "question")
 SHAPES: Final = (
     "a judge problem ('tests' and one of 'solution', 'reference', 'canonical_solution', "
-    "'code'), a HumanEval problem ('prompt', 'canonical_solution', 'test', 'entry_point') "
-    "or an MBPP problem ('text', 'code', 'test_list')"
+    "'code'), a HumanEval problem ('prompt', 'canonical_solution', 'test', 'entry_point'), "
+    "an MBPP problem ('text', 'code', 'test_list') or a MultiPL-E one ('prompt', "
+    "'canonical_solution', 'tests' as text)"
 )
 
 
@@ -136,24 +142,38 @@ def _parse(line: Mapping[str, Any], path: Path, number: int) -> Problem:
         "difficulty": str(line["difficulty"]) if line.get("difficulty") is not None else None,
     }
     judge_fields = {key: line[key] for key in ("policy", "limits", "test_timeout_s") if key in line}
-    if {"prompt", "canonical_solution", "test", "entry_point"} <= line.keys():
+    humaneval = {"prompt", "canonical_solution", "test", "entry_point"} <= line.keys()
+    multipl_e = {"prompt", "canonical_solution"} <= line.keys() and isinstance(
+        line.get("tests"), str
+    )
+    if humaneval or multipl_e:
         prompt = str(line["prompt"])
+        spec: dict[str, Any] = (
+            {
+                "kind": "assert",
+                "script": str(line["test"]),
+                "entry_point": str(line["entry_point"]),
+                "prelude": prompt,
+            }
+            if humaneval
+            else {
+                "kind": "io",
+                "driver": line["tests"],
+                "cases": [{"stdin": "", "expected_stdout": ""}],
+            }
+        )
         request = _as_request(
             {
                 "id": problem_id,
                 "language": language,
                 "code": prompt + str(line["canonical_solution"]),
-                "tests": {
-                    "kind": "assert",
-                    "script": str(line["test"]),
-                    "entry_point": str(line["entry_point"]),
-                    "prelude": prompt,
-                },
+                "tests": spec,
                 **judge_fields,
             },
             problem_id,
         )
-        return Problem(request=request, text=prompt, starter=prompt, shape="humaneval", **common)
+        shape = "humaneval" if humaneval else "multipl-e"
+        return Problem(request=request, text=prompt, starter=prompt, shape=shape, **common)
     if "test_list" in line and "code" in line and "tests" not in line:
         tests = line["test_list"]
         if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):

@@ -137,6 +137,55 @@ def test_null_bodies_fail_through_evaluate(http: httpx.Client) -> None:
     )
 
 
+# Bodies that never return: they end the program with status 0 from inside the function,
+# before the driver's first assert fails (what a policy trained on these rewards finds
+# first), or make the failure that ends it exit 0.
+EXIT_ZERO_BODIES = {
+    "exit": {"php": "    exit(0);\n}\n", "ruby": "  exit 0\nend\n"},
+    "exit-on-failure": {
+        "php": "    register_shutdown_function(function () { exit(0); });\n    return null;\n}\n",
+        "ruby": "  at_exit { exit! 0 }\n  nil\nend\n",
+    },
+}
+
+
+def test_a_body_that_exits_zero_gets_no_reward(http: httpx.Client) -> None:
+    """The driver's asserts run in the candidate's process, so its exit status proves nothing:
+    a pass needs the completion token the judge adds after the driver's last statement."""
+    items = [
+        item(p, bodies[p["language"]], attack)
+        for attack, bodies in EXIT_ZERO_BODIES.items()
+        for p in SAMPLE
+        if p["language"] in bodies and p["task_id"].endswith("0")
+    ]
+    results = evaluate(http, items, concurrency=4, timeout_s=300)
+    assert len(results) == 4 * 3
+    rewarded = sorted(key for key, result in results.items() if result["reward"] != 0.0)
+    assert not rewarded, rewarded
+    for result in results.values():
+        assert result["error_class"] == "runtime_error", result
+        assert "before the end of the driver" in result["tests"][0]["message"], result
+
+
+# What the token does not stop (docs/security.md, residual risks): the driver's asserts
+# run in the candidate's process, which can read its own program (the token included) or
+# disable the asserts' way of failing (Ruby's `raise`).
+SAME_PROCESS_BODIES = {
+    "reads the token from its own source": (
+        '  STDOUT.write(File.read(__FILE__)[/\\h{32}/] + "\\n")\n  exit 0\nend\n'
+    ),
+    "disables raise": "  nil\nend\nmodule Kernel\n  def raise(*) = nil\nend\n",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="a residual risk of same-process drivers")
+@pytest.mark.parametrize("attack", sorted(SAME_PROCESS_BODIES))
+def test_a_same_process_attack_gets_no_reward(http: httpx.Client, attack: str) -> None:
+    problem = next(p for p in PROBLEMS if p["language"] == "ruby")
+    result = evaluate(http, [item(problem, SAME_PROCESS_BODIES[attack], "attack")], concurrency=1)
+    assert next(iter(result.values()))["reward"] == 0.0
+
+
 def test_most_off_by_one_mutants_fail(http: httpx.Client) -> None:
     mutants = [
         item(p, mutant, "off_by_one")

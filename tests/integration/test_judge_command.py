@@ -487,6 +487,61 @@ async def test_isolated_candidate_timeout_is_a_failed_test(judge: Judge) -> None
     assert outcomes(result)["add -2 3"] == "wrong_answer" and result.passed == 2, result
 
 
+# Hidden tests in added languages, interpreted (Ruby) and compiled (OCaml): a thief answers
+# with the expected value it finds in the test script (by relative and absolute path),
+# else 0. Isolated, it finds nothing (only "0 0" is answered right); the control runs it
+# from the judge's own command, as the judge uid, where it reads the script and passes.
+RUBY_THIEF = """\
+leak = ["run_tests.sh", "/judge/run/run_tests.sh"].map do |path|
+  File.read(path)
+rescue SystemCallError
+  ""
+end.join
+a, b = gets.split
+puts leak[/"#{a} #{b}:(-?\\d+)"/, 1] || 0
+"""
+OCAML_THIEF = """\
+let read path =
+  try
+    let ic = open_in path in
+    let text = really_input_string ic (in_channel_length ic) in
+    close_in ic; text
+  with Sys_error _ -> ""
+
+let () =
+  let leak = read "run_tests.sh" ^ read "/judge/run/run_tests.sh" in
+  Scanf.scanf " %d %d" (fun a b ->
+      let key = Printf.sprintf "\\"%d %d:" a b in
+      match Str.search_forward (Str.regexp_string key) leak 0 with
+      | at ->
+          let start = at + String.length key in
+          print_endline (String.sub leak start (String.index_from leak start '"' - start))
+      | exception Not_found -> print_endline "0")
+"""
+THIEVES = {
+    "ruby": (RUBY_THIEF, "ruby main.rb", None),
+    "ocaml": (OCAML_THIEF, "./main", ["ocamlopt", "str.cmxa", "-o", "main", "main.ml"]),
+}
+
+
+@pytest.mark.parametrize("language", sorted(THIEVES))
+async def test_added_languages_cannot_read_the_hidden_tests(judge: Judge, language: str) -> None:
+    code, command, build = THIEVES[language]
+    isolated = await run(judge, language, code, ISOLATED)
+    assert outcomes(isolated) == {
+        "add 2 3": "wrong_answer",
+        "add -2 3": "wrong_answer",
+        "add 0 0": "passed",
+    }, isolated
+    exposed = ISOLATED | {
+        "isolate_candidate": False,
+        "command": f"RUN_CANDIDATE='{command}' bash run_tests.sh",
+        "build": build,
+    }
+    control = await run(judge, language, code, exposed)
+    assert control.reward == 1.0, control
+
+
 # ------------------------------------------------------------------------ Rust, libtest's JUnit
 
 RUST_TESTS = (

@@ -13,10 +13,11 @@ a wrong solution stops at its first failing test); every correct one must get
 reward 1.0, every wrong one reward 0.0 and its expected error class, never
 ``infra``.
 
-Also SandboxFusion's ``POST /run_code`` in every language (a greeting read from
-stdin, and compile errors), the refusal of an unknown language, the refusal
-of same-process ``assert`` tests outside Python, and each library of the Python
-image's scientific stack at work.
+Also the refusal of an unknown language, the refusal of same-process
+``assert`` tests outside Python, and each library of the Python image's
+scientific stack at work. SandboxFusion's ``POST /run_code`` in every language
+(stdin, files, a library, assertions, compile errors) is
+tests/api/test_compat_languages.py, through SandboxFusion's own client.
 """
 
 from __future__ import annotations
@@ -402,98 +403,7 @@ def test_assert_tests_outside_python_are_refused(
     assert language in error["message"], error["message"]
 
 
-# ------------------------------------------------------------------------ SandboxFusion /run_code
-
-HELLO = {
-    "python": "print(f'Hello, {input()}!')\n",
-    "bash": 'read -r name\necho "Hello, $name!"\n',
-    "c": (
-        "#include <stdio.h>\n"
-        "int main(void) {\n"
-        "    char name[64];\n"
-        '    if (scanf("%63s", name) != 1) return 1;\n'
-        '    printf("Hello, %s!\\n", name);\n'
-        "    return 0;\n"
-        "}\n"
-    ),
-    "cpp": (
-        "#include <iostream>\n#include <string>\n"
-        "int main() {\n"
-        "    std::string name;\n"
-        "    std::cin >> name;\n"
-        '    std::cout << "Hello, " << name << "!" << std::endl;\n'
-        "}\n"
-    ),
-    "javascript": (
-        'const name = require("fs").readFileSync(0, "utf8").trim();\n'
-        "console.log(`Hello, ${name}!`);\n"
-    ),
-    "go": (
-        'package main\n\nimport "fmt"\n\n'
-        "func main() {\n"
-        "\tvar name string\n"
-        "\tfmt.Scan(&name)\n"
-        '\tfmt.Printf("Hello, %s!\\n", name)\n'
-        "}\n"
-    ),
-    "java": (
-        "import java.util.Scanner;\n\n"
-        "public class Main {\n"
-        "    public static void main(String[] args) {\n"
-        '        System.out.println("Hello, " + new Scanner(System.in).next() + "!");\n'
-        "    }\n"
-        "}\n"
-    ),
-    "rust": (
-        "use std::io;\n\n"
-        "fn main() {\n"
-        "    let mut name = String::new();\n"
-        "    io::stdin().read_line(&mut name).unwrap();\n"
-        '    println!("Hello, {}!", name.trim());\n'
-        "}\n"
-    ),
-}
-
-BROKEN = {
-    "c": ("int main(void) { return undefined_name; }\n", "undefined_name"),
-    "cpp": ("int main() { std::vector<int> v; }\n", "vector"),
-    "go": ("package main\n\nfunc main() {\n\tx := 1\n}\n", "declared"),
-    "java": (
-        'public class Main { public static void main(String[] a) { int x = "s"; } }\n',
-        "incompatible types",
-    ),
-    "rust": ('fn main() {\n    let x: i32 = "s";\n}\n', "mismatched types"),
-}
-
-
-@pytest.mark.parametrize("language", FIRST_EIGHT)
-def test_run_code_hello_world(http: httpx.Client, language: str) -> None:
-    response = http.post(
-        "/run_code",
-        json={"code": HELLO[language], "language": FUSION_NAMES[language], "stdin": "sandbox\n"},
-    )
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["status"] == "Success", body
-    assert body["run_result"]["status"] == "Finished"
-    assert body["run_result"]["return_code"] == 0
-    assert body["run_result"]["stdout"] == "Hello, sandbox!\n"
-    if language in COMPILED:
-        assert body["compile_result"]["return_code"] == 0, body
-    else:
-        assert body["compile_result"] is None
-
-
-@pytest.mark.parametrize("language", sorted(BROKEN))
-def test_run_code_compile_error(http: httpx.Client, language: str) -> None:
-    code, message = BROKEN[language]
-    response = http.post("/run_code", json={"code": code, "language": FUSION_NAMES[language]})
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["status"] == "Failed", body
-    assert body["compile_result"]["return_code"] != 0
-    assert message in body["compile_result"]["stderr"] + body["compile_result"]["stdout"]
-    assert body["run_result"] is None
+# ------------------------------------------------------------------------ unknown languages
 
 
 @pytest.mark.parametrize(

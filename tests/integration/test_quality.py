@@ -45,6 +45,9 @@ LOOPHOLES = {
     "delete-tests": "loophole-visible-tests",
     "edit-tests": "loophole-visible-tests",
     "read-expected": "leaky-expected",
+    # A MultiPL-E problem: its driver asserts in the candidate's process, the completion
+    # token its only evidence, and the candidate can read it (docs/security.md).
+    "read-own-program": "multipl-e/HumanEval/0",
     # A problem (SET/ID in PLANTED/SET.jsonl): under gVisor the judge's test driver's
     # command line is readable by the candidate (docs/security.md's residual risk).
     "read-processes": "processes/literal-in-argv",
@@ -240,10 +243,12 @@ async def test_the_sql_and_verilog_hooks_take_over_the_program(platform: Platfor
         assert not item.failing, [f.message for f in item.findings]
         trivial, probes = item.controls["trivial"], item.probes
         assert set(probes) == {"exit-zero", "print-success", "sleep-timeout"}, item.key
-        assert trivial.outcome == "wrong_answer" and "(got '0\\n')" in str(trivial.reason)
-        assert probes["exit-zero"].outcome == "wrong_answer", probes["exit-zero"]
-        assert "(got '')" in str(probes["exit-zero"].reason), probes["exit-zero"]
-        assert "(got 'PASSED\\nOK" in str(probes["print-success"].reason), probes
+        # SQL's gcd has a driver: a program that ends before it does lacks the judge's token.
+        ended = "runtime_error" if item.key == "sql/gcd" else "wrong_answer"
+        assert trivial.outcome == ended and "got '0\\n')" in str(trivial.reason), trivial
+        assert probes["exit-zero"].outcome == ended, probes["exit-zero"]
+        assert "got '')" in str(probes["exit-zero"].reason), probes["exit-zero"]
+        assert "got 'PASSED\\nOK" in str(probes["print-success"].reason), probes
         assert probes["sleep-timeout"].outcome == "timeout", probes["sleep-timeout"]
 
 

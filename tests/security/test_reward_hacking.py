@@ -27,6 +27,7 @@ from sandbox.core.pool import Pool
 from sandbox.errors import InvalidRequestError
 from sandbox.host.images import resolve_image
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult
+from sandbox.languages import DRIVER_DONE
 from sandbox.policy import Policy
 from tests.conftest import make_policy
 
@@ -1258,6 +1259,71 @@ async def test_driver_function_tests_cannot_be_forged(
     wrong = honest.replace("a + b", "a - b")
     assert_zero(await judge.judge(request(wrong, tests, language=language), tenant=TENANT))
     assert_zero(await judge.judge(request(thief, tests, language=language), tenant=TENANT))
+
+
+# Assert-style drivers (MultiPL-E's tests): the output holds no value, so a pass needs the
+# completion token, printed after the last assert (by the driver in C, whose main runs
+# them; appended by the judge in JavaScript). The candidate's own placeholder stays one.
+C_ASSERT_DRIVER = f"""\
+#include <assert.h>
+#include <stdio.h>
+int main(void) {{
+    assert(add(2, 3) == 5);
+    assert(add(-1, 1) == 0);
+    puts("{DRIVER_DONE}");
+    return 0;
+}}
+"""
+JS_ASSERT_DRIVER = 'const assert = require("assert");\nassert.strictEqual(add(2, 3), 5);\n'
+ASSERT_DRIVERS = {
+    "c": (
+        C_ASSERT_DRIVER,
+        "int add(int a, int b) { return a + b; }\n",
+        {
+            "exits 0": "#include <stdlib.h>\nint add(int a, int b) { exit(0); }\n",
+            "prints the placeholder": (
+                "#include <stdio.h>\n#include <stdlib.h>\n"
+                f'int add(int a, int b) {{ puts("{DRIVER_DONE}"); exit(0); }}\n'
+            ),
+        },
+    ),
+    "javascript": (
+        JS_ASSERT_DRIVER,
+        "function add(a, b) { return a + b; }\n",
+        {
+            "exits 0": "function add(a, b) { process.exit(0); }\n",
+            "prints the placeholder": (
+                f'function add(a, b) {{ console.log("{DRIVER_DONE}"); process.exit(0); }}\n'
+            ),
+            "swallows the failure": (
+                'process.on("uncaughtException", () => process.exit(0));\n'
+                "function add(a, b) { return 0; }\n"
+            ),
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("language", sorted(ASSERT_DRIVERS))
+async def test_assert_style_drivers_need_the_completion_token(judge: Judge, language: str) -> None:
+    driver, honest, attacks = ASSERT_DRIVERS[language]
+    tests = {"kind": "io", "driver": driver, "cases": [{"stdin": "", "expected_stdout": ""}]}
+    passed = await judge.judge(request(honest, tests, language=language), tenant=TENANT)
+    assert passed.reward == 1.0, passed
+    for attack, code in attacks.items():
+        result = await judge.judge(request(code, tests, language=language), tenant=TENANT)
+        assert_zero(result, "runtime_error")
+        assert "before the end of the driver" in str(result.tests[0].message), (attack, result)
+
+
+async def test_a_silent_driver_without_the_token_is_refused(judge: Judge) -> None:
+    """In C nothing appended runs after main: a driver that prints nothing, and does not
+    print the token either, would make the exit status the only evidence."""
+    driver = C_ASSERT_DRIVER.replace(f'    puts("{DRIVER_DONE}");\n', "")
+    tests = {"kind": "io", "driver": driver, "cases": [{"stdin": "", "expected_stdout": ""}]}
+    honest = ASSERT_DRIVERS["c"][1]
+    with pytest.raises(InvalidRequestError, match="print '@@DRIVER_DONE@@' as the driver's last"):
+        await judge.judge(request(honest, tests, language="c"), tenant=TENANT)
 
 
 @pytest.mark.parametrize("language", ["javascript", "c", "go"])

