@@ -9,6 +9,8 @@ figures are medians over the rounds with their spread (lowest and highest round)
   single-host service (same policy, warm 4): per round, the p50 at concurrency 1 and the
   throughput at concurrency 8; the fleet's added p50 (the median of the per-round
   differences, and the difference of the medians) and the ratios of the medians.
+* Contention: the same rounds with :data:`BUSY` CPU-bound ordinary processes running (a
+  busy node: what a Ray worker's niceness does shows here).
 * Scaling: throughput at concurrency 8 with 1, 2 and 3 hosts (nodes added to the running
   cluster; the router finds them), each in rounds interleaved with the single host. All
   hosts share this machine's cores, so expect it flat: the point is no loss from routing.
@@ -17,7 +19,7 @@ The 1-minute load average is taken at the start of every round and reported besi
 figures. ``bench/bench_fleet.py`` runs the scheduler-quality simulation (100 synthetic
 hosts, no Docker) and then :func:`run_cluster`, side by side in one run.
 
-    python bench/bench_fleet_cluster.py [--rounds 10] [--requests 200]
+    python bench/bench_fleet_cluster.py [--rounds 10] [--requests 200] [--busy-rounds 6]
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,7 @@ NODE: dict[str, Any] = {
     "node_ip_address": "127.0.0.1",
 }
 WARM = 4
+BUSY = 3
 SINGLE, FLEET = "single_host", "fleet"
 
 
@@ -90,6 +95,20 @@ async def interleaved(
     return measured
 
 
+@contextmanager
+def busy(processes: int) -> Iterator[None]:
+    """``processes`` CPU-bound processes at the default niceness for the block."""
+    spinning = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)
+    ]
+    try:
+        yield
+    finally:
+        for process in spinning:
+            process.kill()
+            process.wait()
+
+
 def spread(values: Sequence[float]) -> dict[str, float]:
     """The median over rounds, and the lowest and highest round."""
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
@@ -127,14 +146,21 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return figures
 
 
-def run_cluster(rounds: int = 10, requests: int = 200, scaling_rounds: int = 4) -> dict[str, Any]:
-    """Both services up at once: the routing-overhead rounds with a fleet of one host, then
-    c8 rounds with 2 and 3 hosts; every round's raw figures and their summaries."""
+def run_cluster(
+    rounds: int = 10, requests: int = 200, scaling_rounds: int = 4, busy_rounds: int = 6
+) -> dict[str, Any]:
+    """Both services up at once: the routing-overhead rounds with a fleet of one host, quiet
+    and busy, then c8 rounds with 2 and 3 hosts; every round's raw figures and summaries."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     from ray.cluster_utils import Cluster
 
     results: dict[str, Any] = {
-        "setup": {"rounds": rounds, "requests_per_round": requests, "warm_per_host": WARM},
+        "setup": {
+            "rounds": rounds,
+            "requests_per_round": requests,
+            "warm_per_host": WARM,
+            "busy_processes": BUSY,
+        },
         "load_avg_start": os.getloadavg(),
     }
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as scratch:
@@ -152,6 +178,11 @@ def run_cluster(rounds: int = 10, requests: int = 200, scaling_rounds: int = 4) 
             overhead = asyncio.run(interleaved(urls, rounds, requests, (1, 8)))
             results["overhead"] = {"rounds": overhead, "summary": summary(overhead)}
             results["scaling"] = {"1": results["overhead"]["summary"]}
+            if busy_rounds:
+                print(f"the same with {BUSY} busy processes...", file=sys.stderr)
+                with busy(BUSY):
+                    loaded = asyncio.run(interleaved(urls, busy_rounds, requests // 2, (1, 8)))
+                results["busy"] = {"rounds": loaded, "summary": summary(loaded)}
             for hosts in (2, 3):
                 cluster.add_node(**NODE)
                 _wait_hosts(fleet.url, hosts)
@@ -172,13 +203,12 @@ def _cell(figures: dict[str, float], digits: int) -> str:
     return f"{figures['median']:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
-def report(results: dict[str, Any]) -> str:
-    setup, over = results["setup"], results["overhead"]["summary"]
-    load = over["load_1m"]
+def _overhead(title: str, measured: dict[str, Any]) -> list[str]:
+    """A routing-overhead table: its heading, each system's row, the fleet's added p50."""
+    over = measured["summary"]
     rows = [
-        f"Routing overhead: {setup['rounds']} interleaved rounds of {setup['requests_per_round']} "
-        f"requests per service and level, /v1/run print(1); medians over rounds "
-        f"(lowest-highest round); load average (1 min) {_cell(load, 1)}",
+        f"{title}: {len(measured['rounds'])} interleaved rounds, /v1/run print(1); medians over "
+        f"rounds (lowest-highest round); load average (1 min) {_cell(over['load_1m'], 1)}",
         "| system | c1 p50 ms | c1 p99 ms | c8 per s |",
         "|---|---|---|---|",
     ]
@@ -189,13 +219,27 @@ def report(results: dict[str, Any]) -> str:
             f"{_cell(c8['throughput_per_s'], 0)} |"
         )
     added = over["c1_p50_added_ms"]
-    rows += [
+    return [
+        *rows,
         "",
         f"fleet minus single host, c1 p50: median of the per-round differences "
         f"{added['median']:+.2f} ms ({added['min']:+.2f} to {added['max']:+.2f}), difference "
         f"of the medians {over['c1_p50_medians_added_ms']:+.2f} ms; ratio of medians: c1 p50 "
         f"{over['c1_p50_ratio']:.2f}, c8 throughput {over['c8_throughput_ratio']:.2f}",
         "",
+    ]
+
+
+def report(results: dict[str, Any]) -> str:
+    setup = results["setup"]
+    requests = setup["requests_per_round"]
+    rows = _overhead(f"Routing overhead ({requests} requests a round)", results["overhead"])
+    if "busy" in results:
+        title = (
+            f"Under contention ({setup['busy_processes']} busy processes, {requests // 2} a round)"
+        )
+        rows += _overhead(title, results["busy"])
+    rows += [
         "Scaling: c8 throughput, each host count in rounds interleaved with the single host",
         "| fleet hosts | rounds | load avg | fleet c8 per s | single host c8 per s | ratio |",
         "|---|---|---|---|---|---|",
@@ -216,8 +260,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10, help="routing-overhead rounds")
     parser.add_argument("--requests", type=int, default=200, help="requests per round and level")
     parser.add_argument("--scaling-rounds", type=int, default=4, help="rounds with 2 and 3 hosts")
+    parser.add_argument("--busy-rounds", type=int, default=6, help="rounds under contention")
     args = parser.parse_args()
-    results = run_cluster(args.rounds, args.requests, args.scaling_rounds)
+    results = run_cluster(args.rounds, args.requests, args.scaling_rounds, args.busy_rounds)
     print(report(results))
     save_results("bench_fleet_cluster", {"benchmark": "fleet_cluster", "results": results})
 
