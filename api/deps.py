@@ -9,7 +9,7 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import HTTPConnection
 
-from sandbox.errors import AuthenticationError, InvalidRequestError
+from sandbox.errors import InvalidRequestError
 from sandbox.service.platform import Platform
 from sandbox.service.tenants import Tenant
 from sandbox.telemetry import context
@@ -76,15 +76,15 @@ PRIORITY_HEADER = "X-Priority-Class"
 async def bind_priority_class(request: HTTPConnection) -> None:
     """On a fleet, the request's priority class from ``X-Priority-Class`` (else the tenant's
     default): 422 for an unknown class, 403 above the tenant's. A no-op on a single host, and
-    for a request without a valid key (its endpoint answers that). A connection, not a
-    request: the app's dependencies run for WebSocket routes too."""
+    for a request without a valid key (its endpoint answers that). The tenant is identified,
+    not authenticated: its endpoint spends one request of its rate, this does not. A
+    connection, not a request: the app's dependencies run for WebSocket routes too."""
     platform = request.app.state.platform
     admission = getattr(platform, "admission", None)
     if admission is None:
         return
-    try:
-        tenant = platform.keyring.authenticate(presented_key(request))
-    except AuthenticationError:
+    tenant = platform.keyring.identify(presented_key(request))
+    if tenant is None:
         return
     path = request.url.path
     kind = next((k for prefix, k in _REQUEST_KINDS if path.startswith(prefix)), "run")

@@ -412,19 +412,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="runs per scenario (medians)")
     parser.add_argument("--seconds", type=float, default=60.0, help="simulated seconds per run")
     parser.add_argument(
-        "--cluster-requests",
+        "--cluster-rounds",
         type=int,
-        default=300,
-        help="requests per level on the real Ray cluster (0: simulation only)",
+        default=10,
+        help="interleaved routing-overhead rounds on the real Ray cluster (0: simulation only)",
+    )
+    parser.add_argument(
+        "--cluster-requests", type=int, default=200, help="requests per round and level"
     )
     args = parser.parse_args()
     outcome = run(args.seeds, args.seconds)
     print(report(outcome))
-    if args.cluster_requests:  # the real-cluster half: routing overhead, 1-3 hosts
+    if args.cluster_rounds:  # the real-cluster half: routing overhead, 1-3 hosts
         from bench.bench_fleet_cluster import report as cluster_report
         from bench.bench_fleet_cluster import run_cluster
 
-        outcome["cluster"] = run_cluster(args.cluster_requests)
+        outcome["cluster"] = run_cluster(args.cluster_rounds, args.cluster_requests)
         print(cluster_report(outcome["cluster"]))
     save_results("bench_fleet", outcome)
 

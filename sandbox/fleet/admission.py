@@ -11,8 +11,8 @@ included (their tasks inherit the context), then waits for a slot of the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from contextvars import ContextVar
 
 from sandbox.fleet.config import FleetConfig, RequestKind
@@ -46,13 +46,12 @@ class Admission:
         finally:
             _CLASS.reset(token)
 
-    @asynccontextmanager
-    async def slot(self, tenant: str) -> AsyncIterator[None]:
-        """Hold one execution slot in the request's class (a run's default without one).
+    def slot(self, tenant: str) -> AbstractAsyncContextManager[float]:
+        """Hold one execution slot in the request's class (a run's default without one):
+        the scheduler's slot, entered with ``async with``.
 
         With no healthy host ``available`` raises at once (503) rather than queue for a slot.
         """
         self.available()
         klass = _CLASS.get() or self.config.resolve_class(tenant, None, "run")
-        async with self.scheduler.slot(tenant, klass):
-            yield
+        return self.scheduler.slot(tenant, klass)

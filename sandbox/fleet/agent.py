@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -65,6 +66,32 @@ class HostStatus(BaseModel):
     reported_at: float
 
 
+def run_at_node_niceness() -> str:
+    """Give every thread of this process its node's niceness (the raylet's, its parent's).
+
+    Ray starts its workers 15 nicer than the raylet (``worker_niceness``), fit for batch
+    work; a host agent at +15 waits behind every ordinary process on a busy node while its
+    containers (children of the container runtime, never niced) sit idle for it. Threads
+    started later inherit the value. Says what it did, or why it could not.
+    """
+    node = os.getpriority(os.PRIO_PROCESS, os.getppid())
+    raised = 0
+    for tid in map(int, os.listdir("/proc/self/task")):
+        try:
+            if os.getpriority(os.PRIO_PROCESS, tid) > node:
+                os.setpriority(os.PRIO_PROCESS, tid, node)
+                raised += 1
+        except ProcessLookupError:
+            continue  # the thread ended
+        except PermissionError:
+            return (
+                f"its threads stay nicer than the node's {node} (Ray's worker niceness): "
+                "raising them needs CAP_SYS_NICE or an RLIMIT_NICE of at least "
+                f"{20 - node}, else start the node with RAY_worker_niceness=0"
+            )
+    return f"{raised} threads at the node's niceness {node}"
+
+
 def agent_settings(settings: PlatformSettings, node_id: str) -> PlatformSettings:
     """The platform settings for the agent on ``node_id``: its own audit log beside the others'."""
     audit = settings.audit_path
@@ -101,6 +128,7 @@ class HostAgent:
         async with self._starting:
             if self.platform is not None:
                 return Reply()
+            logger.info("host agent %s: %s", self.name, run_at_node_niceness())
             try:
                 platform = Platform(self.settings, refill=ElasticWarm(self.sizer, self._slots))
                 await platform.start()

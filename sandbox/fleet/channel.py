@@ -10,7 +10,10 @@ that does not show the token is dropped before anything it sent is read.
 
 Frames are a 4-byte length and a pickle, as Ray itself moves objects between the
 processes of a cluster: a call is ``(call id, method, args, request id)``, its answer
-``(call id, Reply)``. Calls are multiplexed; answers come back in any order. The agent
+``(call id, Reply)``. Calls are multiplexed; answers come back in any order. Each end is
+an :class:`asyncio.Protocol` that unpickles a frame in the callback that receives its last
+byte, so an answer reaches its waiting call (and a call its task) with no reader task and
+no copy of the frame in between. The agent
 serves each call under the HTTP request's id (:mod:`sandbox.telemetry.context`), so its
 pool's runner frames carry it as a single host's do.
 """
@@ -18,14 +21,13 @@ pool's runner frames carry it as a single host's do.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import logging
 import pickle
 import secrets
 import struct
-from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from collections.abc import Coroutine
+from typing import Any, Final, cast
 
 from sandbox.errors import InfrastructureError
 from sandbox.fleet.wire import Reply
@@ -39,105 +41,162 @@ TOKEN_BYTES: Final = 32
 MAX_FRAME_BYTES: Final = 1 << 30
 _LENGTH = struct.Struct("!I")
 
-Dispatch = Callable[..., Awaitable[Reply]]
-
 
 class ChannelClosedError(InfrastructureError):
     """The channel to a host broke: what was sent on it has no answer."""
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> bytes:
-    (size,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
-    if size > MAX_FRAME_BYTES:
-        raise ConnectionError(f"a frame of {size} bytes is over the bound {MAX_FRAME_BYTES}")
-    return await reader.readexactly(size)
-
-
-def _frame(obj: Any) -> bytes:
+def _frame(obj: Any) -> tuple[bytes, bytes]:
+    """The length prefix and the pickle of ``obj`` (written together, never concatenated)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return _LENGTH.pack(len(data)) + data
+    return _LENGTH.pack(len(data)), data
+
+
+class _Frames(asyncio.Protocol):
+    """One connection's frames: :meth:`data_received` unpickles each whole frame as it comes
+    and hands it to :meth:`frame_received` at once (no reader task in between)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def send(self, obj: Any) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(_frame(obj))
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        while len(buffer) >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(buffer)
+            if size > MAX_FRAME_BYTES:
+                self.drop(f"a frame of {size} bytes is over the bound {MAX_FRAME_BYTES}")
+                return
+            end = _LENGTH.size + size
+            if len(buffer) < end:
+                return
+            frame = memoryview(buffer)[_LENGTH.size : end]  # read in place, not copied
+            try:
+                obj = pickle.loads(frame)
+            except Exception as exc:
+                frame.release()
+                self.drop(f"a frame that does not unpickle ({type(exc).__name__})")
+                return
+            frame.release()
+            del buffer[:end]
+            self.frame_received(obj)
+
+    def frame_received(self, obj: Any) -> None:
+        raise NotImplementedError
+
+    def drop(self, why: str) -> None:
+        """Close the connection: what was sent on it is not read."""
+        logger.warning("channel: connection dropped: %s", why)
+        self._buffer.clear()
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Served(_Frames):
+    """The agent's end of one connection: the token first, then calls, each in a task."""
+
+    def __init__(self, server: ChannelServer) -> None:
+        super().__init__()
+        self._server = server
+        self._trusted = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._server.connections.discard(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._trusted:
+            super().data_received(data)
+            return
+        self._buffer += data
+        if len(self._buffer) < TOKEN_BYTES:
+            return
+        if not hmac.compare_digest(bytes(self._buffer[:TOKEN_BYTES]), self._server.token):
+            self.drop("a peer without the token")
+            return
+        self._trusted = True
+        rest = bytes(self._buffer[TOKEN_BYTES:])
+        self._buffer.clear()
+        super().data_received(rest)
+
+    def frame_received(self, obj: Any) -> None:
+        call_id, method, args, request_id = obj
+        # The task runs in a copy of this context: the call it opens is its own.
+        self._server.spawn(self._answer(call_id, method, args, request_id))
+
+    async def _answer(
+        self, call_id: int, method: str, args: tuple[Any, ...], request_id: str | None
+    ) -> None:
+        if method in CALLS:
+            if request_id is not None:
+                context.begin(request_id)
+            reply = await getattr(self._server.target, method)(*args)
+        else:
+            reply = Reply(code="not_found", message=f"the channel serves no call {method!r}")
+        self.send((call_id, reply))
 
 
 class ChannelServer:
     """The agent's end: serves :data:`CALLS` of ``target`` to peers that show the token."""
 
     def __init__(self, target: object, host: str) -> None:
-        self._target = target
+        self.target = target
         self._host = host
         self.token = secrets.token_bytes(TOKEN_BYTES)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
+        self.connections: set[_Served] = set()
 
     async def start(self) -> int:
         """Listen (once) and return the port."""
         if self._server is None:
-            self._server = await asyncio.start_server(self._serve, self._host, 0)
+            loop = asyncio.get_running_loop()
+            self._server = await loop.create_server(lambda: _Served(self), self._host, 0)
         port: int = self._server.sockets[0].getsockname()[1]
         return port
+
+    def spawn(self, call: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(call)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
         """Stop listening and close every connection (calls in flight get no answer)."""
         if self._server is not None:
             self._server.close()
             self._server = None
-        for writer in list(self._writers):
-            writer.close()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        try:
-            token = await reader.readexactly(TOKEN_BYTES)
-            if not hmac.compare_digest(token, self.token):
-                logger.warning("channel: a peer without the token was dropped")
-                return
-            while True:
-                call_id, method, args, request_id = pickle.loads(await _read_frame(reader))
-                task = asyncio.create_task(self._answer(writer, call_id, method, args, request_id))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the router went away
-        finally:
-            self._writers.discard(writer)
-            writer.close()
-
-    async def _answer(
-        self,
-        writer: asyncio.StreamWriter,
-        call_id: int,
-        method: str,
-        args: tuple[Any, ...],
-        request_id: str | None,
-    ) -> None:
-        if method in CALLS:
-            # The task runs in a copy of the server's context: the call opened here is its own.
-            if request_id is not None:
-                context.begin(request_id)
-            reply = await getattr(self._target, method)(*args)
-        else:
-            reply = Reply(code="not_found", message=f"the channel serves no call {method!r}")
-        if not writer.is_closing():
-            writer.write(_frame((call_id, reply)))
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.close()
 
 
-class ChannelClient:
+class ChannelClient(_Frames):
     """The router's end: :meth:`call` sends a call and waits for its answer."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self) -> None:
+        super().__init__()
         self._pending: dict[int, asyncio.Future[Reply]] = {}
         self._ids = 0
         self.closed = False
-        self._reading = asyncio.create_task(self._read_loop(), name="fleet-channel")
 
     @classmethod
     async def open(cls, host: str, port: int, token: bytes) -> ChannelClient:
         """Connect to an agent's :class:`ChannelServer` and show it ``token``."""
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(token)
-        return cls(reader, writer)
+        _, client = await asyncio.get_running_loop().create_connection(cls, host, port)
+        assert client.transport is not None
+        client.transport.write(token)
+        return client
 
     async def call(self, method: str, *args: Any) -> Reply:
         """The agent's reply to ``method(*args)``; :class:`ChannelClosedError` if it broke."""
@@ -148,36 +207,34 @@ class ChannelClient:
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
         try:
-            self._writer.write(_frame((call_id, method, args, context.request_id())))
+            self.send((call_id, method, args, context.request_id()))
             return await future
         finally:
             self._pending.pop(call_id, None)
 
-    async def _read_loop(self) -> None:
-        try:
-            while True:
-                call_id, reply = pickle.loads(await _read_frame(self._reader))
-                future = self._pending.get(call_id)
-                if future is not None and not future.done():
-                    future.set_result(reply)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
-            self._fail(f"the channel to this host broke: {type(exc).__name__}")
+    def frame_received(self, obj: Any) -> None:
+        call_id, reply = obj
+        future = self._pending.get(call_id)
+        if future is not None and not future.done():
+            future.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        why = type(exc).__name__ if exc is not None else "closed by the host"
+        self._fail(f"the channel to this host broke: {why}")
 
     def fail(self, why: str) -> None:
         """Close the channel now: every call waiting on it raises :class:`ChannelClosedError`
         saying ``why`` (the router does this to a host it lost, whose answers may never come)."""
-        self._reading.cancel()
         self._fail(why)
 
     def _fail(self, why: str) -> None:
-        self.closed = True
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(ChannelClosedError(why))
-        self._writer.close()
+        if not self.closed:
+            self.closed = True
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(ChannelClosedError(why))
+        if self.transport is not None:
+            self.transport.close()
 
     async def close(self) -> None:
-        self._reading.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._reading
         self._fail("the channel was closed")

@@ -255,12 +255,12 @@ class FleetConfig(_Section):
 
     def settings_for(self, tenant: str) -> TenantSettings:
         """A tenant's settings: its own keys over ``tenant_defaults``."""
-        cached = self._resolved.get(tenant)
-        if cached is not None:
-            return cached
         own = self.tenants.get(tenant)
         if own is None:
             return self.tenant_defaults
+        cached = self._resolved.get(tenant)  # a private attribute: slower than the lookup above
+        if cached is not None:
+            return cached
         update = {key: getattr(own, key) for key in own.model_fields_set}
         merged = self.tenant_defaults.model_copy(update=update)
         self._resolved[tenant] = merged

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import ray
 
-from sandbox.core.execution import ExecutionService, RunRequest, decode_files
+from sandbox.core.execution import ExecutionService, RunRequest, decode_files, note_status
 from sandbox.core.pool import GroupStatus, Pool, PoolStatus
 from sandbox.core.sessions import Command, DirEntry, SessionInfo, SessionSpec
 from sandbox.errors import ContainerLostError, NotFoundError, UnsupportedError
@@ -30,7 +30,7 @@ from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.router import NAMESPACE, FleetStatus, Host, Router
 from sandbox.fleet.wire import Reply
 from sandbox.judge.batches import Evaluator
-from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, unjudged
+from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, note_verdict, unjudged
 from sandbox.policy import Policy, load_policy_dir, stamp_versions
 from sandbox.results import ExecResult, ExecStatus
 from sandbox.service.platform import ImageNotBuiltError, PlatformSettings
@@ -109,7 +109,8 @@ class FleetExecution(ExecutionService):
                     "run_program", request, tenant, policy=request.policy, kind="run", tenant=tenant
                 )
         except ContainerLostError as exc:
-            return None, ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
+            built, ran = None, ExecResult(status=ExecStatus.INFRA_ERROR, error=str(exc))
+        note_status(ExecStatus.COMPILE_ERROR if ran is None else ran.status)  # as a host notes it
         return built, ran
 
 
@@ -131,7 +132,8 @@ class FleetJudge(Judge):
                     "judge", request, tenant, policy=request.policy, kind="judge", tenant=tenant
                 )
         except ContainerLostError as exc:
-            return unjudged(request, str(exc), started)
+            result = unjudged(request, str(exc), started)
+        note_verdict(result)  # on this call, as the host noted it on its own
         return result
 
 

@@ -492,9 +492,9 @@ class Router:
 
     def choose(
         self, policy: str, *, exclude: set[Host] | None = None, tenant: str | None = None
-    ) -> Host | None:
-        """Best of K sampled healthy hosts on fresh load for ``policy``; ``tenant`` stays on
-        the host that last served it unless that is loaded more.
+    ) -> tuple[Host, HostLoad] | None:
+        """Best of K sampled healthy hosts on fresh load for ``policy``, and that load;
+        ``tenant`` stays on the host that last served it unless that is loaded more.
 
         ``None`` when every host that could serve ``policy`` is at its bound of container
         starts in flight with no warm container for it (the caller waits); 503 when none
@@ -514,7 +514,7 @@ class Router:
             affinity_margin=placement.affinity_margin,
         )
         if chosen is not None:
-            return candidates[chosen.host_id]
+            return candidates[chosen.host_id], chosen
         if any(policy in load.idle_warm and load.slots > 0 for load in loads):
             return None  # each such host is at its bound of starts: wait for one to end
         tried = f"; tried {sorted(h.name for h in exclude)}" if exclude else ""
@@ -535,12 +535,12 @@ class Router:
         """
         limit = self.config.max_starts_in_flight(tenant)
         while True:
-            host = self.choose(policy, exclude=exclude, tenant=tenant)
-            if host is None:
+            chosen = self.choose(policy, exclude=exclude, tenant=tenant)
+            if chosen is None:
                 HOST_START_WAITS.inc()
             else:
-                starts = host.idle_warm().get(policy, 0) == 0
-                if not starts:
+                host, load = chosen
+                if load.idle_warm.get(policy, 0) > 0:
                     host.sent_since_beat += 1
                     return host, None
                 if self._tenant_starts[tenant] < limit:

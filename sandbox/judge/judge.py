@@ -307,6 +307,12 @@ def _stop_after_first_failure(tests: list[TestResult]) -> list[TestResult]:
     return out
 
 
+def note_verdict(result: JudgeResult) -> None:
+    """Note on the current call how a judgement ended: ``infra`` or ``user`` unless it passed."""
+    if result.error_class is not None:
+        context.note_failure("infra" if result.error_class == "infra" else "user")
+
+
 def unjudged(
     request: JudgeRequest, message: str, started: float, error_class: str = "infra"
 ) -> JudgeResult:
@@ -439,8 +445,7 @@ class Judge:
                 logger.warning("judging failed for infrastructure reasons: %s", exc)
                 result = unjudged(request, str(exc), started)
             span.set(status=result.error_class or "passed")
-        if result.error_class is not None:
-            context.note_failure("infra" if result.error_class == "infra" else "user")
+        note_verdict(result)
         metrics.record_judgement(language.name, policy.name, result.error_class)
         if self.execution.audit is not None:
             self.execution.audit.record(

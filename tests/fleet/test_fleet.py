@@ -8,6 +8,7 @@ left, so they come last.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -177,6 +178,23 @@ def test_run_judge_and_sessions_work_unchanged_through_the_fleet(fleet: Service)
         assert http.delete(f"/v1/sessions/{sid}").status_code == 204
         assert http.get(f"/v1/sessions/{sid}").status_code == 404
         assert http.get("/v1/pool").json()["groups"][0]["policy"] == "default"
+
+
+def test_every_host_agent_runs_at_its_nodes_niceness_not_rays_worker_niceness(
+    fleet: Service,
+) -> None:
+    with client(fleet) as http:
+        hosts = [h for h in fleet_status(http)["hosts"] if h["state"] == "healthy"]
+    assert hosts
+    for host in hosts:
+        pid = int(host["owner"].split(":")[1])  # the agent's process (its owner label)
+        raylet = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        node = os.getpriority(os.PRIO_PROCESS, raylet)
+        threads = {}
+        for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+            with contextlib.suppress(ProcessLookupError):
+                threads[tid] = os.getpriority(os.PRIO_PROCESS, tid)
+        assert set(threads.values()) == {node}, (host["name"], node, threads)
 
 
 def test_metrics_gather_every_host_under_its_host_label(fleet: Service) -> None:

@@ -8,7 +8,13 @@ import struct
 
 import pytest
 
-from sandbox.fleet.channel import TOKEN_BYTES, ChannelClient, ChannelClosedError, ChannelServer
+from sandbox.fleet.channel import (
+    MAX_FRAME_BYTES,
+    TOKEN_BYTES,
+    ChannelClient,
+    ChannelClosedError,
+    ChannelServer,
+)
 from sandbox.fleet.wire import Reply
 from sandbox.telemetry import context
 
@@ -73,6 +79,48 @@ async def test_a_peer_without_the_token_is_dropped_unread() -> None:
             await asyncio.wait_for(client.call("run_program", "evil", "mallory"), 10)
         assert target.calls == []
     finally:
+        await server.close()
+
+
+def _call_frame(call_id: int, request: str) -> bytes:
+    data = pickle.dumps((call_id, "run_program", (request, "alice"), None))
+    return struct.pack("!I", len(data)) + data
+
+
+async def test_frames_split_or_run_together_are_each_answered() -> None:
+    _, server, port = await _served()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        sent = server.token + _call_frame(1, "one") + _call_frame(2, "two") + _call_frame(3, "x")
+        for i in range(len(sent) - 40):  # a byte at a time, then the rest at once
+            writer.write(sent[i : i + 1])
+            await writer.drain()
+        writer.write(sent[len(sent) - 40 :])
+        answers = {}
+        for _ in range(3):
+            (size,) = struct.unpack("!I", await asyncio.wait_for(reader.readexactly(4), 10))
+            call_id, reply = pickle.loads(await reader.readexactly(size))
+            answers[call_id] = reply.value
+        assert answers == {1: "one for alice", 2: "two for alice", 3: "x for alice"}
+    finally:
+        writer.close()
+        await server.close()
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [struct.pack("!I", MAX_FRAME_BYTES + 1), struct.pack("!I", 5) + b"junk!"],
+    ids=["over the bound", "not a pickle"],
+)
+async def test_a_bad_frame_closes_the_connection_unanswered(frame: bytes) -> None:
+    target, server, port = await _served()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(server.token + frame + _call_frame(1, "after"))
+        assert await asyncio.wait_for(reader.read(), 10) == b""
+        assert target.calls == []
+    finally:
+        writer.close()
         await server.close()
 
 

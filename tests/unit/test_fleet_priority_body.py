@@ -7,10 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from api.deps import bind_body_class
-from sandbox.errors import ForbiddenError, InvalidRequestError
+from api.deps import bind_body_class, bind_priority_class
+from sandbox.errors import ForbiddenError, InvalidRequestError, QuotaError
 from sandbox.fleet.admission import _CLASS, Admission
 from sandbox.fleet.config import parse_fleet_config
+from sandbox.service.tenants import Keyring, TenantConfig, hash_key
 
 CONFIG = "tenants:\n  trainer: {default_class: training, max_class: evaluation}\n"
 
@@ -50,3 +51,18 @@ def test_a_single_host_ignores_the_field_as_it_ignores_the_header() -> None:
     single = SimpleNamespace()  # a Platform has no admission
     header = connection(**{"X-Priority-Class": "training"})
     bind_body_class(header, single, "anyone", "no-such-class", "run")  # type: ignore[arg-type]
+
+
+async def test_the_header_class_is_bound_without_spending_the_tenants_rate() -> None:
+    keyring = Keyring([TenantConfig(tenant="trainer", key_sha256=hash_key("k" * 20), rate_per_s=1)])
+    platform = SimpleNamespace(keyring=keyring, admission=fleet().admission)
+    request = SimpleNamespace(
+        app=SimpleNamespace(state=SimpleNamespace(platform=platform)),
+        headers={"x-api-key": "k" * 20},
+        url=SimpleNamespace(path="/v1/run"),
+    )
+    await bind_priority_class(request)  # type: ignore[arg-type]
+    assert _CLASS.get() == "training"  # the tenant's default class
+    keyring.authenticate("k" * 20)  # the request's one token is still there for its endpoint
+    with pytest.raises(QuotaError):
+        keyring.authenticate("k" * 20)
