@@ -10,10 +10,13 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import httpx
 import yaml
 
 from sandbox.host.launcher import ServiceProcess
+from sandbox.service.platform import STATE_DIR_ENV
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
@@ -24,7 +27,8 @@ RUN_BODY = json.dumps({"language": "python", "code": PROGRAM}).encode()
 
 
 class Service(ServiceProcess):
-    """``sandbox serve`` with a default policy sized for a benchmark."""
+    """``sandbox serve`` with a default policy sized for a benchmark, and state of its own
+    (its audit log starts empty, shared with no other service on the machine)."""
 
     def __init__(
         self,
@@ -40,6 +44,7 @@ class Service(ServiceProcess):
         policy["pool"] = {"warm": warm, "max": max_size or warm, "max_uses": max_uses}
         Path(self._policies.name, "default.yaml").write_text(yaml.safe_dump(policy))
         directory = Path(self._policies.name)
+        env = {STATE_DIR_ENV: str(directory / "state"), **(env or {})}
         super().__init__(*args, policies=directory, log_dir=directory, env=env)
 
     def stop(self, timeout: float = 60.0) -> None:
@@ -155,3 +160,26 @@ def summarise(latencies: list[float], elapsed: float) -> dict[str, float]:
         "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
         "throughput_per_s": len(ordered) / elapsed,
     }
+
+
+def small_batch(count: int) -> list[dict[str, Any]]:
+    """``count`` small ``/v1/evaluate`` items: read a number, print it plus the index (I/O)."""
+    return [
+        {
+            "code": f"print({i} + int(input()))",
+            "tests": {"kind": "io", "cases": [{"stdin": "1", "expected_stdout": str(i + 1)}]},
+        }
+        for i in range(count)
+    ]
+
+
+def evaluate(
+    url: str, items: list[dict[str, Any]], concurrency: int
+) -> tuple[float, list[dict[str, Any]]]:
+    """One ``POST /v1/evaluate`` batch: its seconds and its NDJSON lines (summary last)."""
+    started = time.perf_counter()
+    body = {"items": items, "concurrency": concurrency}
+    with httpx.stream("POST", url + "/v1/evaluate", json=body, timeout=600) as response:
+        response.raise_for_status()
+        lines = [json.loads(line) for line in response.iter_lines() if line.strip()]
+    return time.perf_counter() - started, lines
