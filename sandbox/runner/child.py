@@ -85,12 +85,9 @@ def serve_as_spare(
 ) -> NoReturn:
     """Body of a pre-forked spare: get ready, wait for one request, become its program.
 
-    fds 0-2 are already the execution's stdin (a memfd) and output pipes. The
-    work that does not depend on the request happens here, before it arrives.
-    Nothing is touched ahead of need: every page a child writes is a
-    copy-on-write fault (some 4 us each here), paid in CPU whenever it happens,
-    and the spare's set-up competes for the container's CPU with the runner's
-    reset of the execution before. File descriptors sent
+    fds 0-2 are already the execution's stdin (a memfd) and output pipes. All
+    the work that does not depend on the request (and the page faults it
+    costs) happens here, before the request arrives. File descriptors sent
     along with the request become fds 3, 4, ... (the judge/candidate socket;
     the judge's report channel). ``streams``: :func:`std_streams`, made by the
     zygote. Never returns.
@@ -102,6 +99,7 @@ def serve_as_spare(
             signal.signal(signum, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         _prefer_for_oom_kill()
+        _warm_up()
         request, passed = _read_request(control_fd)
         if request is None:  # the runner discarded this spare
             os._exit(0)
@@ -161,6 +159,19 @@ def _read_request(fd: int) -> tuple[dict[str, Any] | None, list[int]]:
         return None, passed
     request: dict[str, Any] = json.loads(b"".join(chunks))
     return request, passed
+
+
+def _warm_up() -> None:
+    """Touch, before the request, the memory a small Python program's run would touch.
+
+    Each page a child writes first is a copy-on-write fault (some 4 us here): paid here,
+    while the spare waits, rather than in the request's latency (measured: p50 at
+    concurrency 1 is a quarter lower with it, throughput at concurrency 8 the same).
+    """
+    sink = io.StringIO()
+    namespace: dict[str, Any] = {"__builtins__": __builtins__, "sink": sink}
+    source = "import sys\nfor i in range(50):\n    print(i, [j * j for j in range(i)], file=sink)\n"
+    exec(compile(source, "<warm-up>", "exec", dont_inherit=True), namespace)
 
 
 def _prefer_for_oom_kill() -> None:
