@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup python-venv venv harbor-venv openenv-venv browser engine images promtool up \
-	test test-sweeps demo demo-agent demo-agent-control bench clean
+	test test-sweeps demo demo-agent demo-agent-control bench-venv bench clean
 
 # The images (the engine first) and the two side venvs are made at the same time: they wait
 # mostly on the network and the disk. apt-get runs in one of them at a time (the engine's
@@ -192,7 +192,16 @@ demo-agent-control: venv engine images
 	$(BIN)/python -m sandbox.rl.plots runs/demo-agent/held-out.png --tool read_file \
 	    demo runs/demo-agent/metrics.jsonl control runs/demo-agent-control/metrics.jsonl
 
-bench: venv engine images
+# The benchmarks' own extra (bench/bench_run.py's llm-sandbox baseline), on top of the venv.
+BENCH_STAMP := $(VENV)/.bench-installed-stamp
+
+bench-venv: $(BENCH_STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+bench: bench-venv engine images
 	$(BIN)/python bench/run_all.py
 
 clean:

@@ -101,6 +101,9 @@ def create_app(
         summary="Secure code execution for RL post-training and coding-agent evaluation.",
         lifespan=lifespan,
         dependencies=[Depends(bind_priority_class)],
+        # Our spans are sandbox.telemetry.tracing's; FastAPI's own would otherwise ask
+        # OpenTelemetry for its providers on every request, even with tracing off.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     errors.install(app)
     app.add_middleware(BodyPolicy)

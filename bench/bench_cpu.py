@@ -25,8 +25,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_run import measure_http
-from bench.common import Service, save_results
+from bench.common import Service, measure_http, save_results
 from sandbox.host.labels import LABEL_MANAGED
 
 GROUPS = ("service", "dockerd", "containerd", "shims", "runner", "zygote", "programs", "client")

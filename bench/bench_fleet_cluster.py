@@ -42,8 +42,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_run import measure_http
-from bench.common import REPO, save_results
+from bench.common import REPO, measure_http, save_results
 from sandbox.host.launcher import ServiceProcess
 
 NODE: dict[str, Any] = {

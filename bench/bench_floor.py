@@ -30,8 +30,7 @@ import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_run import measure_http, summarise
-from bench.common import REPO, Service, save_results
+from bench.common import REPO, Service, measure_http, save_results, summarise
 from sandbox.backends.docker import DockerBackend, DockerSandbox
 from sandbox.core.execution import exec_limits, sandbox_env
 from sandbox.host.images import resolve_image

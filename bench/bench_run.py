@@ -1,93 +1,47 @@
-"""Python ``print(1)``: our HTTP API on a warm pool vs ``docker exec`` vs ``docker run --rm``.
+"""Python ``print(1)``: ours vs ``docker exec``, ``docker run``, llm-sandbox and the floor.
 
-All three run the same image and the same program, in one run, side by side,
-at concurrency 1 and 8; the report gives p50, p99, throughput and the ratios.
+In one run, side by side, at concurrency 1 and 8, on the same image and program:
+
+- ``api``: our ``POST /v1/run`` on a warm pool (every execution reset and verified);
+- ``docker_exec``: ``docker exec`` into one running container (docker-py);
+- ``docker_run``: ``docker run --rm`` per execution;
+- ``llm_sandbox``: PyPI's llm-sandbox (its docker backend), one open session (a warm
+  container) per concurrent client, on our python image. It runs code with ``python``,
+  which our image names ``python3``, so it gets a copy of our image with that link
+  (built here, offline); its environment set-up (a venv, pip upgraded from PyPI) is
+  skipped, and it never pulls: the image is local. Between two runs it resets nothing.
+- ``floor``: a pre-initialised interpreter in a warm container forking a child per
+  ``print(1)`` (:mod:`bench.bench_floor`): no runner, no service, no Docker call.
+
+The report gives p50, p99, throughput, the ratios to ours and each p50 as a multiple
+of the floor's.
 
     .venv/bin/python bench/bench_run.py            # starts its own service
     .venv/bin/python bench/bench_run.py --url URL  # or measures a running one
-
-The load generator speaks HTTP/1.1 over raw asyncio streams (keep-alive, one
-connection per concurrent client) so that the client's own cost stays small:
-the machine has two cores and whatever the client burns, the service loses.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import statistics
+import io
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import docker
+import docker.errors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Service, report_table, save_results
+from bench.bench_floor import measure_floor
+from bench.common import PROGRAM, Service, measure_http, report_table, save_results, summarise
 from sandbox.host.images import resolve_image
 
-PROGRAM = "print(1)"
-BODY = json.dumps({"language": "python", "code": PROGRAM}).encode()
-
-
-class HttpConnection:
-    """One keep-alive HTTP/1.1 connection that POSTs the same JSON body."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-
-    @classmethod
-    async def open(cls, host: str, port: int) -> HttpConnection:
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer)
-
-    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        self.writer.write(head + body)
-        status_line = await self.reader.readline()
-        length = 0
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.partition(b":")
-            if name.lower() == b"content-length":
-                length = int(value)
-        payload = await self.reader.readexactly(length)
-        return int(status_line.split()[1]), payload
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-async def measure_http(url: str, concurrency: int, total: int) -> dict[str, float]:
-    host, _, port = url.removeprefix("http://").partition(":")
-    connections = [await HttpConnection.open(host, int(port)) for _ in range(concurrency)]
-    latencies: list[float] = []
-    remaining = total
-
-    async def worker(conn: HttpConnection) -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            started = time.perf_counter()
-            status, payload = await conn.post("/v1/run", BODY)
-            latencies.append(time.perf_counter() - started)
-            result = json.loads(payload)
-            if status != 200 or result.get("stdout") != "1\n":
-                raise RuntimeError(f"bad answer {status}: {payload[:300]!r}")
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(c) for c in connections))
-    elapsed = time.perf_counter() - started
-    for conn in connections:
-        conn.close()
-    return summarise(latencies, elapsed)
+SYSTEMS = ("api", "docker_exec", "docker_run", "llm_sandbox", "floor")
 
 
 def measure_threads(call: Callable[[], None], concurrency: int, total: int) -> dict[str, float]:
@@ -103,16 +57,6 @@ def measure_threads(call: Callable[[], None], concurrency: int, total: int) -> d
         for future in [executor.submit(timed) for _ in range(total)]:
             future.result()
     return summarise(latencies, time.perf_counter() - started)
-
-
-def summarise(latencies: list[float], elapsed: float) -> dict[str, float]:
-    ordered = sorted(latencies)
-    return {
-        "n": len(ordered),
-        "p50_ms": statistics.median(ordered) * 1000,
-        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
-        "throughput_per_s": len(ordered) / elapsed,
-    }
 
 
 def docker_exec_call(client: docker.DockerClient, container_id: str) -> Callable[[], None]:
@@ -136,16 +80,70 @@ def docker_run_call(client: docker.DockerClient, image: str) -> Callable[[], Non
     return call
 
 
+def llm_sandbox_image(client: docker.DockerClient, image: str) -> str:
+    """Our ``image`` with the ``python`` command llm-sandbox runs code with (built once)."""
+    name, _, tag = image.partition(":")
+    derived = f"bench-llm-sandbox-{name}:{tag}"
+    try:
+        client.images.get(derived)
+    except docker.errors.ImageNotFound:
+        dockerfile = f"FROM {image}\nRUN ln -s python3 /usr/bin/python\n"
+        client.images.build(
+            fileobj=io.BytesIO(dockerfile.encode()), tag=derived, pull=False, network_mode="none"
+        )
+    return derived
+
+
+def open_llm_sandboxes(client: docker.DockerClient, image: str, count: int) -> list[Any]:
+    """``count`` open llm-sandbox sessions (warm containers, no network) on ``image``."""
+    from llm_sandbox import SandboxSession
+
+    sessions = []
+    for _ in range(count):
+        session = SandboxSession(
+            backend="docker",
+            client=client,
+            lang="python",
+            image=image,
+            keep_template=True,  # never remove our image
+            skip_environment_setup=True,  # no venv, no pip upgrade from PyPI
+            runtime_configs={"network_mode": "none"},
+        )
+        session.open()
+        sessions.append(session)
+    return sessions
+
+
+def measure_llm_sandbox(sessions: list[Any], total: int) -> dict[str, float]:
+    """``print(1)`` through llm-sandbox's ``session.run``, one thread per open session."""
+    latencies: list[float] = []
+    remaining = total
+
+    def worker(session: Any) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            started = time.perf_counter()
+            output = session.run(PROGRAM)
+            latencies.append(time.perf_counter() - started)
+            if output.stdout.strip() != "1":
+                raise RuntimeError(f"llm-sandbox printed {output.stdout!r} {output.stderr!r}")
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(sessions)) as executor:
+        for future in [executor.submit(worker, s) for s in sessions]:
+            future.result()
+    return summarise(latencies, time.perf_counter() - started)
+
+
 async def run(args: argparse.Namespace) -> dict[str, object]:
     client = docker.from_env(timeout=300)
     image = resolve_image("python")
-    results: dict[str, dict[str, dict[str, float]]] = {
-        "api": {},
-        "docker_exec": {},
-        "docker_run": {},
-    }
+    results: dict[str, dict[str, dict[str, float]]] = {system: {} for system in SYSTEMS}
     service = None if args.url else Service(warm=8)
     url = args.url or service.url  # type: ignore[union-attr]
+    sessions: list[Any] = []
+    holder = None
     try:
         if service is not None:
             await asyncio.to_thread(service.wait_ready)
@@ -153,26 +151,35 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         holder = client.containers.run(
             image, ["sleep", "infinity"], detach=True, network_disabled=True, remove=True
         )
-        try:
-            for concurrency in (1, 8):
-                label = f"c{concurrency}"
-                print(f"measuring at concurrency {concurrency}...", file=sys.stderr)
-                results["api"][label] = await measure_http(url, concurrency, args.requests)
-                results["docker_exec"][label] = await asyncio.to_thread(
-                    measure_threads,
-                    docker_exec_call(client, holder.id),
-                    concurrency,
-                    args.exec_requests,
-                )
-                results["docker_run"][label] = await asyncio.to_thread(
-                    measure_threads,
-                    docker_run_call(client, image),
-                    concurrency,
-                    args.run_requests,
-                )
-        finally:
-            holder.kill()
+        sessions = await asyncio.to_thread(
+            open_llm_sandboxes, client, llm_sandbox_image(client, image), 8
+        )
+        await asyncio.to_thread(measure_llm_sandbox, sessions, 8)  # warm-up
+        for concurrency in (1, 8):
+            label = f"c{concurrency}"
+            print(f"measuring at concurrency {concurrency}...", file=sys.stderr)
+            results["api"][label] = await measure_http(url, concurrency, args.requests)
+            results["docker_exec"][label] = await asyncio.to_thread(
+                measure_threads,
+                docker_exec_call(client, str(holder.id)),
+                concurrency,
+                args.exec_requests,
+            )
+            results["docker_run"][label] = await asyncio.to_thread(
+                measure_threads, docker_run_call(client, image), concurrency, args.run_requests
+            )
+            results["llm_sandbox"][label] = await asyncio.to_thread(
+                measure_llm_sandbox, sessions[:concurrency], args.exec_requests
+            )
+            # The floor's forks need no more workers than cores to saturate them.
+            results["floor"][label] = await asyncio.to_thread(
+                measure_floor, client, image, min(concurrency, 2), args.floor_requests
+            )
     finally:
+        for session in sessions:
+            session.close()
+        if holder is not None:
+            holder.kill()
         if service is not None:
             service.stop()
     return {"benchmark": "run_print1", "image": image, "results": results}
@@ -182,13 +189,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="measure this running service instead of starting one")
     parser.add_argument("--requests", type=int, default=1000, help="API requests per level")
-    parser.add_argument("--exec-requests", type=int, default=200, help="docker exec calls")
+    parser.add_argument(
+        "--exec-requests", type=int, default=200, help="docker exec and llm-sandbox runs"
+    )
     parser.add_argument("--run-requests", type=int, default=40, help="docker run calls")
+    parser.add_argument("--floor-requests", type=int, default=4000, help="forks in the floor")
     args = parser.parse_args()
     outcome = asyncio.run(run(args))
     results = outcome["results"]
     assert isinstance(results, dict)
-    print(report_table(results, ours="api", baselines=("docker_exec", "docker_run")))
+    print(report_table(results, ours="api", baselines=SYSTEMS[1:], floor="floor"))
     save_results("bench_run", outcome)
 
 

@@ -23,8 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_run import measure_http
-from bench.common import Service, save_results
+from bench.common import Service, measure_http, save_results
 from tests.otlp_collector import collector
 
 WARM = 2

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import httpx
 import yaml
 
 from sandbox.host.launcher import ServiceProcess
+from sandbox.service.platform import STATE_DIR_ENV
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
 
+# The program most benchmarks run: Python ``print(1)``, as a ``POST /v1/run`` body.
+PROGRAM = "print(1)"
+RUN_BODY = json.dumps({"language": "python", "code": PROGRAM}).encode()
+
 
 class Service(ServiceProcess):
-    """``sandbox serve`` with a default policy sized for a benchmark."""
+    """``sandbox serve`` with a default policy sized for a benchmark, and state of its own
+    (its audit log starts empty, shared with no other service on the machine)."""
 
     def __init__(
         self,
@@ -34,6 +44,7 @@ class Service(ServiceProcess):
         policy["pool"] = {"warm": warm, "max": max_size or warm, "max_uses": max_uses}
         Path(self._policies.name, "default.yaml").write_text(yaml.safe_dump(policy))
         directory = Path(self._policies.name)
+        env = {STATE_DIR_ENV: str(directory / "state"), **(env or {})}
         super().__init__(*args, policies=directory, log_dir=directory, env=env)
 
     def stop(self, timeout: float = 60.0) -> None:
@@ -42,12 +53,18 @@ class Service(ServiceProcess):
 
 
 def report_table(
-    results: dict[str, dict[str, dict[str, float]]], *, ours: str, baselines: tuple[str, ...]
+    results: dict[str, dict[str, dict[str, float]]],
+    *,
+    ours: str,
+    baselines: tuple[str, ...],
+    floor: str | None = None,
 ) -> str:
-    """A Markdown table: per level, each system's p50/p99/throughput and our ratio to it."""
+    """A Markdown table: per level, each system's p50/p99/throughput and our ratio to it
+    (and, given the ``floor`` system, each p50 as a multiple of the floor's)."""
     rows = [
-        "| level | system | p50 ms | p99 ms | per s | p50 ratio (them/us) |",
-        "|---|---|---|---|---|---|",
+        "| level | system | p50 ms | p99 ms | per s | p50 ratio (them/us) |"
+        + (" p50 x floor |" if floor else ""),
+        "|---|---|---|---|---|---|" + ("---|" if floor else ""),
     ]
     for level, mine in results[ours].items():
         for system in (ours, *baselines):
@@ -55,10 +72,13 @@ def report_table(
             if figures is None:
                 continue
             ratio = figures["p50_ms"] / mine["p50_ms"]
-            rows.append(
+            row = (
                 f"| {level} | {system} | {figures['p50_ms']:.1f} | {figures['p99_ms']:.1f} | "
                 f"{figures['throughput_per_s']:.0f} | {'' if system == ours else f'{ratio:.1f}x'} |"
             )
+            if floor:
+                row += f" {figures['p50_ms'] / results[floor][level]['p50_ms']:.1f}x |"
+            rows.append(row)
     return "\n".join(rows)
 
 
@@ -69,3 +89,97 @@ def save_results(name: str, outcome: dict[str, object]) -> Path:
     path.write_text(json.dumps(outcome, indent=2))
     print(f"raw figures: {path}", file=sys.stderr)
     return path
+
+
+class HttpConnection:
+    """One keep-alive HTTP/1.1 connection that POSTs the same JSON body."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> HttpConnection:
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer)
+
+    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        self.writer.write(head + body)
+        status_line = await self.reader.readline()
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+        payload = await self.reader.readexactly(length)
+        return int(status_line.split()[1]), payload
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def measure_http(url: str, concurrency: int, total: int) -> dict[str, float]:
+    """``total`` ``POST /v1/run`` of ``print(1)`` over ``concurrency`` keep-alive connections.
+
+    The load generator speaks HTTP/1.1 over raw asyncio streams so that the client's own
+    cost stays small: the machine has two cores and whatever the client burns, the
+    service loses."""
+    host, _, port = url.removeprefix("http://").partition(":")
+    connections = [await HttpConnection.open(host, int(port)) for _ in range(concurrency)]
+    latencies: list[float] = []
+    remaining = total
+
+    async def worker(conn: HttpConnection) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            started = time.perf_counter()
+            status, payload = await conn.post("/v1/run", RUN_BODY)
+            latencies.append(time.perf_counter() - started)
+            result = json.loads(payload)
+            if status != 200 or result.get("stdout") != "1\n":
+                raise RuntimeError(f"bad answer {status}: {payload[:300]!r}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in connections))
+    elapsed = time.perf_counter() - started
+    for conn in connections:
+        conn.close()
+    return summarise(latencies, elapsed)
+
+
+def summarise(latencies: list[float], elapsed: float) -> dict[str, float]:
+    ordered = sorted(latencies)
+    return {
+        "n": len(ordered),
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        "throughput_per_s": len(ordered) / elapsed,
+    }
+
+
+def small_batch(count: int) -> list[dict[str, Any]]:
+    """``count`` small ``/v1/evaluate`` items: read a number, print it plus the index (I/O)."""
+    return [
+        {
+            "code": f"print({i} + int(input()))",
+            "tests": {"kind": "io", "cases": [{"stdin": "1", "expected_stdout": str(i + 1)}]},
+        }
+        for i in range(count)
+    ]
+
+
+def evaluate(
+    url: str, items: list[dict[str, Any]], concurrency: int
+) -> tuple[float, list[dict[str, Any]]]:
+    """One ``POST /v1/evaluate`` batch: its seconds and its NDJSON lines (summary last)."""
+    started = time.perf_counter()
+    body = {"items": items, "concurrency": concurrency}
+    with httpx.stream("POST", url + "/v1/evaluate", json=body, timeout=600) as response:
+        response.raise_for_status()
+        lines = [json.loads(line) for line in response.iter_lines() if line.strip()]
+    return time.perf_counter() - started, lines

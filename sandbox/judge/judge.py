@@ -528,6 +528,7 @@ class Judge:
                 stdin=case.stdin.encode(),
                 env=env,
                 files=files,
+                reset_after=index == len(tests.cases) - 1,  # the lease's reset starts now
             )
             files = None  # written once; the same files serve every case
             results.append(self._io_verdict(names[index], case, run, tests, token))
@@ -732,6 +733,7 @@ class Judge:
             fetch=[tests.report_path] if tests.report_path is not None else (),
             role="judge",
             peer=peer,
+            reset_after=True,
         )
         return self._from_command(request, tests, run, started)
 
@@ -847,6 +849,7 @@ class Judge:
                 "env": env,
                 "files": {CANDIDATE_FILE: request.code.encode()},
             },
+            reset_after=True,
         )
         return self._from_report(request, tests, run, started)
 

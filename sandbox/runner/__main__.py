@@ -49,7 +49,9 @@ class Runner:
         for directory in config.dirs:  # whatever the image or the mount left, start as promised
             if directory.mode is not None:
                 os.chmod(directory.path, directory.mode)
-        gc.freeze()  # the zygote's pages stay shared with the spares it forks
+        # The zygote's pages stay shared with the spares it forks. It carries every module
+        # imported by now, so what only the runner needs (hmac) is imported when needed.
+        gc.freeze()
         self.zygote = Zygote(config)
         self.executor = Executor(config, self.zygote, channel_fd)
 
@@ -66,8 +68,14 @@ class Runner:
             }
         if op == "exec":
             return self.executor.run(request)
+        none_left, self.executor.none_left = self.executor.none_left, False
         if op == "reset":
-            return reset(self.config, self.executor.kill_at_once, self.executor.cgroup.memory_bytes)
+            return reset(
+                self.config,
+                self.executor.kill_at_once,
+                self.executor.cgroup.memory_bytes,
+                none_left=none_left,
+            )
         if op == "verify":
             problems = verify(self.config)
             return {"clean": not problems, "problems": problems}

@@ -25,7 +25,6 @@ import resource
 import signal
 import socket
 import sys
-import threading
 import types
 from typing import TYPE_CHECKING
 
@@ -81,14 +80,17 @@ def python_script(argv: list[str], env: dict[str, str]) -> str | None:
     return argv[1]
 
 
-def serve_as_spare(control_fd: int, status_fd: int, config: Config) -> NoReturn:
+def serve_as_spare(
+    control_fd: int, status_fd: int, config: Config, streams: tuple[Any, Any, Any]
+) -> NoReturn:
     """Body of a pre-forked spare: get ready, wait for one request, become its program.
 
     fds 0-2 are already the execution's stdin (a memfd) and output pipes. All
     the work that does not depend on the request (and the page faults it
     costs) happens here, before the request arrives. File descriptors sent
     along with the request become fds 3, 4, ... (the judge/candidate socket;
-    the judge's report channel). Never returns.
+    the judge's report channel). ``streams``: :func:`std_streams`, made by the
+    zygote. Never returns.
     """
     try:
         os.setsid()
@@ -96,10 +98,7 @@ def serve_as_spare(control_fd: int, status_fd: int, config: Config) -> NoReturn:
         for signum in _SIGNALS_TO_RESET:
             signal.signal(signum, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
-        # The OOM killer must choose untrusted code, never the runner.
-        with open("/proc/self/oom_score_adj", "w") as handle:
-            handle.write("1000")
-        streams = _std_streams()
+        _prefer_for_oom_kill()
         _warm_up()
         request, passed = _read_request(control_fd)
         if request is None:  # the runner discarded this spare
@@ -163,11 +162,25 @@ def _read_request(fd: int) -> tuple[dict[str, Any] | None, list[int]]:
 
 
 def _warm_up() -> None:
-    """Touch, before the request, the memory a small Python program's run would touch."""
+    """Touch, before the request, the memory a small Python program's run would touch.
+
+    Each page a child writes first is a copy-on-write fault (some 4 us here): paid here,
+    while the spare waits, rather than in the request's latency (measured: p50 at
+    concurrency 1 is a quarter lower with it, throughput at concurrency 8 the same).
+    """
     sink = io.StringIO()
     namespace: dict[str, Any] = {"__builtins__": __builtins__, "sink": sink}
     source = "import sys\nfor i in range(50):\n    print(i, [j * j for j in range(i)], file=sink)\n"
     exec(compile(source, "<warm-up>", "exec", dont_inherit=True), namespace)
+
+
+def _prefer_for_oom_kill() -> None:
+    """The OOM killer must choose untrusted code, never the runner (os.open: no file object)."""
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+    try:
+        os.write(fd, b"1000")
+    finally:
+        os.close(fd)
 
 
 def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
@@ -286,8 +299,13 @@ def write_file(path: str, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
 
 
-def _std_streams() -> tuple[Any, Any, Any]:
-    """Text streams on fds 0-2 configured as the interpreter configures them at start-up."""
+def std_streams() -> tuple[Any, Any, Any]:
+    """Text streams on fds 0-2 configured as the interpreter configures them at start-up.
+
+    The zygote makes them once, while its fd 0 is a seekable file and fds 1 and 2 are
+    pipes, as a spare's are (a memfd; pipes), so each spare inherits them ready: they
+    cost some hundred page faults to make. Nothing writes to them before a spare does.
+    """
 
     def text(fd: int, mode: str, like: Any, line_buffering: bool) -> io.TextIOWrapper:
         raw = io.FileIO(fd, mode, closefd=False)
@@ -353,9 +371,11 @@ def _run_python_main(
         _excepthook(exc)
         code = 1
     try:
-        # Wait for non-daemon threads, as interpreter shutdown does (the module may have
-        # been imported afresh by the script).
-        sys.modules.get("threading", threading)._shutdown()
+        # Wait for non-daemon threads, as interpreter shutdown does: when the script (or
+        # the harness) imported threading, the one in sys.modules.
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
     except SystemExit as exc:
         code = _exit_code(exc)
     atexit._run_exitfuncs()

@@ -25,10 +25,8 @@ prove nothing; this pipe and the nonce are the runner's own.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import os
-import secrets
 import select
 import signal
 import socket
@@ -112,7 +110,7 @@ class _ReportChannel:
     """A nonce in (fd 3 of the program), one report out (fd 4), read and checked here."""
 
     def __init__(self) -> None:
-        self.nonce = secrets.token_hex(32)
+        self.nonce = os.urandom(32).hex()  # what secrets.token_hex(32) returns
         nonce_r, nonce_w = os.pipe2(os.O_CLOEXEC)
         os.write(nonce_w, self.nonce.encode())  # far below a pipe's buffer
         os.close(nonce_w)
@@ -137,6 +135,10 @@ class _ReportChannel:
             report = json.loads(data)
         except ValueError:
             return {"error": "the report channel carried something other than one JSON report"}
+        # Imported here: the zygote, forked from the runner at start, must not carry
+        # hashlib and OpenSSL into every program (see Runner.__init__).
+        import hmac
+
         given = report.pop("nonce", None) if isinstance(report, dict) else None
         if not isinstance(given, str) or not hmac.compare_digest(
             given.encode(errors="replace"), self.nonce.encode()
@@ -153,6 +155,9 @@ class Executor:
         self.zygote = zygote
         self.channel_fd = channel_fd
         self.cgroup = Cgroup(gvisor=config.runtime == "runsc")
+        # Whether the last execution ended with a scan that found no process of the
+        # untrusted uids: until the next request nothing runs as them (see reset).
+        self.none_left = False
 
     def kill_at_once(self) -> None:
         """SIGKILL every process of the untrusted uids in one go (see :func:`procs.kill_all`)."""
@@ -160,6 +165,7 @@ class Executor:
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         """Execute one ``exec`` request and return its result message."""
+        self.none_left = False
         limits = request.get("limits") or {}
         wall_s = float(limits.get("wall_s", 10))
         cpu_s = float(limits.get("cpu_s", 10))
@@ -217,6 +223,7 @@ class Executor:
             survivors = procs.kill_all(self.config.untrusted_uids, kill_at_once=self.kill_at_once)
             if survivors:
                 reason = reason or "leftover processes survived SIGKILL"
+            self.none_left = not survivors
         self._drain(*watched)  # closes every capture's pipe
         if peer is not None:
             peer.close_status()  # the main spare's was closed by _read_status

@@ -10,10 +10,15 @@ from collections.abc import Callable, Collection
 
 
 def processes_of(uids: Collection[int]) -> list[tuple[int, str]]:
-    """``(pid, state)`` of every process whose real, effective or saved uid is in ``uids``."""
+    """``(pid, state)`` of every process whose real, effective or saved uid is in ``uids``.
+
+    The namespace's init (pid 1, started before anything else) and this process are
+    not read: neither can be one of them.
+    """
     found = []
+    never = ("1", str(os.getpid()))
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or entry in never:
             continue
         try:
             with open(f"/proc/{entry}/status") as handle:

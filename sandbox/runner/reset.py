@@ -41,13 +41,19 @@ def reset(
     config: Config,
     kill_at_once: Callable[[], None] | None = None,
     memory_bytes: Callable[[], int | None] | None = None,
+    *,
+    none_left: bool = False,
 ) -> dict[str, Any]:
     """Kill, wipe and verify; returns ``{"clean": bool, "problems": [...]}``.
 
     ``memory_bytes`` reads the sandbox's memory count (checked under ``--memory``).
+    ``none_left``: the caller's last scan found no process of the untrusted uids and
+    nothing has run as them since, so the kill is skipped (the verification still scans).
     """
     problems: list[str] = []
-    survivors = procs.kill_all(config.untrusted_uids, kill_at_once=kill_at_once)
+    survivors = []
+    if not none_left:
+        survivors = procs.kill_all(config.untrusted_uids, kill_at_once=kill_at_once)
     if survivors:
         problems.append(f"processes of the untrusted uids survived SIGKILL: {survivors}")
     if not problems:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import platform
+import os
 
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
@@ -104,7 +104,7 @@ class _SockFprog(ctypes.Structure):
 
 def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
     """The filter as ``(code, jt, jf, k)`` instructions for ``machine`` (default: this one)."""
-    audit_arch, numbers = _ARCHES[machine or platform.machine()]
+    audit_arch, numbers = _ARCHES[machine or os.uname().machine]
     # Written with named jump targets (forward only, as BPF requires), resolved below.
     code: list[str | tuple[int, int | str, int | str, int | str]] = [
         (_LD_W_ABS, 0, 0, _ARCH),
@@ -162,4 +162,4 @@ def install() -> None:
 
 
 # Built once, before the zygote forks anything.
-_PROGRAM = program() if platform.machine() in _ARCHES else None
+_PROGRAM = program() if os.uname().machine in _ARCHES else None
