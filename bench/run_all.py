@@ -15,6 +15,7 @@ BENCHMARKS = (
     "bench_environments.py",
     "bench_episodes.py",
     "bench_console.py",
+    "bench_sessions.py",
 )
 
 
