@@ -21,42 +21,48 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
-import time
 from pathlib import Path
 
 import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import REPO, Service, measure_http, save_results, summarise
+from bench.common import REPO, Service, measure_calls, measure_http, save_results, summarise
 from sandbox.backends.docker import DockerBackend, DockerSandbox
 from sandbox.core.execution import exec_limits, sandbox_env
 from sandbox.host.images import resolve_image
 from sandbox.languages import get_language
 from sandbox.policy.loader import load_policy
+from sandbox.results import ExecResult
 
-# Run with python3 -c inside the container: N forks per worker, each child compiles and
-# runs print(1) with its stdout on a pipe and exits; prints the per-execution latencies
-# (seconds) and the elapsed time.
-FORK_LOOP = r"""
-import json, os, sys, time
+# The body of an in-container loop (:func:`measure_in_container`): ``run_once()`` forks a
+# child that compiles and runs print(1) with its stdout on a pipe and exits, and reaps it.
+FORK_ONCE = r"""
+def run_once():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a pre-initialised interpreter runs the program and exits
+        os.close(r); os.dup2(w, 1)
+        exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
+        sys.stdout.flush(); os._exit(0)
+    os.close(w)
+    assert os.read(r, 16) == b"1\n"
+    os.close(r)
+    os.waitpid(pid, 0)
+"""
+
+# Run with python3 -c inside the container after a ``run_once`` definition: N calls per
+# worker, timed one by one; prints the latencies (seconds) and the elapsed time.
+LOOP_DRIVER = r"""
 n, workers = int(sys.argv[1]), int(sys.argv[2])
 def loop(out):
     lat = []
     for _ in range(n):
         t = time.perf_counter()
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # a pre-initialised interpreter runs the program and exits
-            os.close(r); os.dup2(w, 1)
-            exec(compile("print(1)", "main.py", "exec"), {"__name__": "__main__"})
-            sys.stdout.flush(); os._exit(0)
-        os.close(w)
-        assert os.read(r, 16) == b"1\n"
-        os.close(r)
-        os.waitpid(pid, 0)
+        run_once()
         lat.append(time.perf_counter() - t)
     os.write(out, (json.dumps(lat) + "\n").encode())
 pipes, children = [], []
@@ -79,17 +85,28 @@ print(json.dumps({"latencies": lat, "elapsed": time.perf_counter() - start}))
 """
 
 
-def measure_floor(client: docker.DockerClient, image: str, workers: int, total: int) -> dict:
-    """The fork floor inside one container, ``workers`` forking loops at once."""
+def measure_in_container(
+    client: docker.DockerClient, image: str, run_once: str, workers: int, total: int
+) -> dict[str, float]:
+    """``total`` calls of ``run_once`` (Python source defining it) inside one container,
+    ``workers`` loops at once: no runner, no service, no Docker call per call."""
+    script = f"import json, os, sys, time\n{run_once}{LOOP_DRIVER}"
     output = client.containers.run(
         image,
-        ["python3", "-c", FORK_LOOP, str(total // workers), str(workers)],
+        ["python3", "-c", script, str(total // workers), str(workers)],
         remove=True,
         network_disabled=True,
         user="10001",
     )
     figures = json.loads(output)
     return summarise(figures["latencies"], figures["elapsed"])
+
+
+def measure_floor(
+    client: docker.DockerClient, image: str, workers: int, total: int
+) -> dict[str, float]:
+    """The fork floor inside one container, ``workers`` forking loops at once."""
+    return measure_in_container(client, image, FORK_ONCE, workers, total)
 
 
 async def measure_runner(sandboxes: list[DockerSandbox], total: int) -> dict[str, float]:
@@ -99,25 +116,19 @@ async def measure_runner(sandboxes: list[DockerSandbox], total: int) -> dict[str
     limits = exec_limits(policy, None)
     env = {**sandbox_env(policy, {}), **language.env}
     files = {language.source_file: b"print(1)"}
-    latencies: list[float] = []
-    remaining = total
 
-    async def worker(sandbox: DockerSandbox) -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            started = time.perf_counter()
-            ran = await sandbox.exec(
-                list(language.run), limits=limits, env=env, files=files, reset_after=True
-            )
-            problems = await sandbox.reset()
-            latencies.append(time.perf_counter() - started)
-            if ran.stdout != b"1\n" or problems:
-                raise RuntimeError(f"bad run: {ran.status} {ran.stdout!r} {problems}")
+    async def once(sandbox: DockerSandbox) -> tuple[ExecResult, list[str]]:
+        ran = await sandbox.exec(
+            list(language.run), limits=limits, env=env, files=files, reset_after=True
+        )
+        return ran, await sandbox.reset()
 
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(s) for s in sandboxes))
-    return summarise(latencies, time.perf_counter() - started)
+    def check(outcome: tuple[ExecResult, list[str]]) -> None:
+        ran, problems = outcome
+        if ran.stdout != b"1\n" or problems:
+            raise RuntimeError(f"bad run: {ran.status} {ran.stdout!r} {problems}")
+
+    return await measure_calls([functools.partial(once, s) for s in sandboxes], total, check)
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:

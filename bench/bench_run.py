@@ -59,11 +59,18 @@ def measure_threads(call: Callable[[], None], concurrency: int, total: int) -> d
     return summarise(latencies, time.perf_counter() - started)
 
 
-def docker_exec_call(client: docker.DockerClient, container_id: str) -> Callable[[], None]:
+def docker_exec_call(
+    client: docker.DockerClient,
+    container_id: str,
+    argv: tuple[str, ...] = ("python3", "-c", PROGRAM),
+    expected: bytes = b"1",
+) -> Callable[[], None]:
+    """One ``docker exec`` of ``argv`` as the sandbox uid, its output ``expected`` (stripped)."""
+
     def call() -> None:
-        exec_id = client.api.exec_create(container_id, ["python3", "-c", PROGRAM], user="10001")
+        exec_id = client.api.exec_create(container_id, list(argv), user="10001")
         output = client.api.exec_start(exec_id)
-        if output.strip() != b"1":
+        if output.strip() != expected:
             raise RuntimeError(f"docker exec printed {output!r}")
 
     return call

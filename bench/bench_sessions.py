@@ -25,98 +25,54 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
-import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_run import docker_run_call, measure_threads
+from bench.bench_floor import measure_in_container
+from bench.bench_run import docker_exec_call, docker_run_call, measure_threads
 from bench.common import (
     REPO,
-    HttpConnection,
     Service,
+    measure_calls,
     measure_http,
+    measure_posts,
     report_table,
     save_results,
-    summarise,
 )
 from sandbox.backends.docker import DockerBackend, DockerSandbox
 from sandbox.core.execution import exec_limits, sandbox_env
 from sandbox.core.pool import DEFAULT_START_CONCURRENCY
 from sandbox.host.images import resolve_image
 from sandbox.policy.loader import load_policy
+from sandbox.results import ExecResult
+
+T = TypeVar("T")
 
 STEP = "echo hi"
 STEP_BODY = json.dumps({"command": STEP}).encode()
 START_LEVELS = (1, DEFAULT_START_CONCURRENCY)
 
-# Run with python3 -c inside the container: N spawns of bash -c 'echo hi' per worker,
-# each read to its end and reaped; prints the latencies (seconds) and the elapsed time.
-SPAWN_LOOP = r"""
-import json, os, sys, time
-n, workers = int(sys.argv[1]), int(sys.argv[2])
-def loop(out):
-    lat = []
-    for _ in range(n):
-        t = time.perf_counter()
-        r, w = os.pipe()
-        pid = os.posix_spawn("/bin/bash", ["bash", "-c", "echo hi"], os.environ,
-                             file_actions=[(os.POSIX_SPAWN_DUP2, w, 1), (os.POSIX_SPAWN_CLOSE, r)])
-        os.close(w)
-        assert os.read(r, 16) == b"hi\n"
-        os.close(r)
-        os.waitpid(pid, 0)
-        lat.append(time.perf_counter() - t)
-    os.write(out, (json.dumps(lat) + "\n").encode())
-pipes, children = [], []
-start = time.perf_counter()
-for _ in range(workers):
+# The body of an in-container loop (:func:`~bench.bench_floor.measure_in_container`):
+# ``run_once()`` spawns bash -c 'echo hi', reads its output to the end and reaps it.
+SPAWN_ONCE = r"""
+def run_once():
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r); loop(w); os._exit(0)
-    os.close(w); pipes.append(r); children.append(pid)
-lat = []
-for r in pipes:
-    data = b""
-    while chunk := os.read(r, 1 << 20):
-        data += chunk
-    lat += json.loads(data)
-for pid in children:
+    pid = os.posix_spawn("/bin/bash", ["bash", "-c", "echo hi"], os.environ,
+                         file_actions=[(os.POSIX_SPAWN_DUP2, w, 1), (os.POSIX_SPAWN_CLOSE, r)])
+    os.close(w)
+    assert os.read(r, 16) == b"hi\n"
+    os.close(r)
     os.waitpid(pid, 0)
-print(json.dumps({"latencies": lat, "elapsed": time.perf_counter() - start}))
 """
-
-
-async def measure_session_exec(url: str, session_ids: list[str], total: int) -> dict[str, float]:
-    """``total`` steps over one keep-alive connection per session."""
-    host, _, port = url.removeprefix("http://").partition(":")
-    connections = [await HttpConnection.open(host, int(port)) for _ in session_ids]
-    latencies: list[float] = []
-    remaining = total
-
-    async def worker(conn: HttpConnection, session_id: str) -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            started = time.perf_counter()
-            status, payload = await conn.post(f"/v1/sessions/{session_id}/exec", STEP_BODY)
-            latencies.append(time.perf_counter() - started)
-            if status != 200 or json.loads(payload).get("stdout") != "hi\n":
-                raise RuntimeError(f"bad answer {status}: {payload[:300]!r}")
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(c, s) for c, s in zip(connections, session_ids, strict=True)))
-    elapsed = time.perf_counter() - started
-    for conn in connections:
-        conn.close()
-    return summarise(latencies, elapsed)
 
 
 async def measure_runner_exec(sandboxes: list[DockerSandbox], total: int) -> dict[str, float]:
@@ -124,66 +80,28 @@ async def measure_runner_exec(sandboxes: list[DockerSandbox], total: int) -> dic
     policy = sandboxes[0].policy
     limits = exec_limits(policy, None)
     env = sandbox_env(policy, {})
-    latencies: list[float] = []
-    remaining = total
 
-    async def worker(sandbox: DockerSandbox) -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            started = time.perf_counter()
-            ran = await sandbox.exec(["bash", "-c", STEP], limits=limits, env=env)
-            latencies.append(time.perf_counter() - started)
-            if ran.stdout != b"hi\n":
-                raise RuntimeError(f"bad run: {ran.status} {ran.stdout!r}")
+    def check(ran: ExecResult) -> None:
+        if ran.stdout != b"hi\n":
+            raise RuntimeError(f"bad run: {ran.status} {ran.stdout!r}")
 
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(s) for s in sandboxes))
-    return summarise(latencies, time.perf_counter() - started)
+    calls = [
+        functools.partial(sandbox.exec, ["bash", "-c", STEP], limits=limits, env=env)
+        for sandbox in sandboxes
+    ]
+    return await measure_calls(calls, total, check)
 
 
-def docker_exec_step(client: docker.DockerClient, container_id: str) -> Any:
-    def call() -> None:
-        exec_id = client.api.exec_create(container_id, ["bash", "-c", STEP], user="10001")
-        output = client.api.exec_start(exec_id)
-        if output != b"hi\n":
-            raise RuntimeError(f"docker exec printed {output!r}")
-
-    return call
-
-
-def measure_spawn_floor(
-    client: docker.DockerClient, image: str, workers: int, total: int
+async def measure_starts(
+    start: Callable[[], Awaitable[T]],
+    stop: Callable[[T], Awaitable[object]],
+    concurrency: int,
+    total: int,
 ) -> dict[str, float]:
-    output = client.containers.run(
-        image,
-        ["python3", "-c", SPAWN_LOOP, str(total // workers), str(workers)],
-        remove=True,
-        network_disabled=True,
-        user="10001",
-    )
-    figures = json.loads(output)
-    return summarise(figures["latencies"], figures["elapsed"])
-
-
-async def measure_starts(start: Any, stop: Any, concurrency: int, total: int) -> dict[str, float]:
     """``total`` starts, ``concurrency`` at a time, each stopped once all are timed."""
-    latencies: list[float] = []
-    started_ones: list[Any] = []
-    remaining = total
-
-    async def worker() -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            began = time.perf_counter()
-            started_ones.append(await start())
-            latencies.append(time.perf_counter() - began)
-
-    began = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    figures = summarise(latencies, time.perf_counter() - began)
-    for item in started_ones:
+    started: list[T] = []
+    figures = await measure_calls([start] * concurrency, total, started.append)
+    for item in started:
         await stop(item)
     return figures
 
@@ -225,26 +143,32 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             holder = client.containers.run(
                 image, ["sleep", "infinity"], detach=True, network_disabled=True, remove=True
             )
-            await measure_session_exec(service.url, session_ids, 32)  # warm-up
+            exec_paths = [f"/v1/sessions/{session_id}/exec" for session_id in session_ids]
+            await measure_posts(service.url, exec_paths, STEP_BODY, "hi\n", 32)  # warm-up
             await measure_runner_exec(sandboxes, 32)
             for concurrency in (1, 8):
                 label = f"c{concurrency}"
                 print(f"exec at concurrency {concurrency}...", file=sys.stderr)
                 exec_results = results["exec"]
-                exec_results["api"][label] = await measure_session_exec(
-                    service.url, session_ids[:concurrency], args.requests
+                exec_results["api"][label] = await measure_posts(
+                    service.url, exec_paths[:concurrency], STEP_BODY, "hi\n", args.requests
                 )
                 exec_results["runner"][label] = await measure_runner_exec(
                     sandboxes[:concurrency], args.requests
                 )
                 exec_results["docker_exec"][label] = await asyncio.to_thread(
                     measure_threads,
-                    docker_exec_step(client, str(holder.id)),
+                    docker_exec_call(client, str(holder.id), ("bash", "-c", STEP), b"hi"),
                     concurrency,
                     args.exec_requests,
                 )
                 exec_results["floor"][label] = await asyncio.to_thread(
-                    measure_spawn_floor, client, image, min(concurrency, 2), args.floor_requests
+                    measure_in_container,
+                    client,
+                    image,
+                    SPAWN_ONCE,
+                    min(concurrency, 2),
+                    args.floor_requests,
                 )
             for session_id in session_ids:
                 await http.delete(f"/v1/sessions/{session_id}")

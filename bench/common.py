@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import yaml
 
 from sandbox.host.launcher import ServiceProcess
 from sandbox.service.platform import STATE_DIR_ENV
+
+T = TypeVar("T")
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
@@ -122,34 +125,65 @@ class HttpConnection:
         self.writer.close()
 
 
-async def measure_http(url: str, concurrency: int, total: int) -> dict[str, float]:
-    """``total`` ``POST /v1/run`` of ``print(1)`` over ``concurrency`` keep-alive connections.
+async def measure_calls(
+    calls: Sequence[Callable[[], Awaitable[T]]],
+    total: int,
+    check: Callable[[T], None] | None = None,
+) -> dict[str, float]:
+    """``total`` calls in a closed loop, one worker per entry of ``calls`` (its concurrency),
+    each call timed alone; ``check`` looks at each result outside the timing."""
+    latencies: list[float] = []
+    remaining = total
+
+    async def worker(call: Callable[[], Awaitable[T]]) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            started = time.perf_counter()
+            result = await call()
+            latencies.append(time.perf_counter() - started)
+            if check is not None:
+                check(result)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(call) for call in calls))
+    return summarise(latencies, time.perf_counter() - started)
+
+
+async def measure_posts(
+    url: str, paths: Sequence[str], body: bytes, expected_stdout: str, total: int
+) -> dict[str, float]:
+    """``total`` POSTs of ``body``, one keep-alive connection per entry of ``paths`` (its
+    concurrency), each answer a 200 whose ``stdout`` is ``expected_stdout``.
 
     The load generator speaks HTTP/1.1 over raw asyncio streams so that the client's own
     cost stays small: the machine has two cores and whatever the client burns, the
     service loses."""
     host, _, port = url.removeprefix("http://").partition(":")
-    connections = [await HttpConnection.open(host, int(port)) for _ in range(concurrency)]
-    latencies: list[float] = []
-    remaining = total
+    connections = [await HttpConnection.open(host, int(port)) for _ in paths]
 
-    async def worker(conn: HttpConnection) -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
-            started = time.perf_counter()
-            status, payload = await conn.post("/v1/run", RUN_BODY)
-            latencies.append(time.perf_counter() - started)
-            result = json.loads(payload)
-            if status != 200 or result.get("stdout") != "1\n":
-                raise RuntimeError(f"bad answer {status}: {payload[:300]!r}")
+    def check(answer: tuple[int, bytes]) -> None:
+        status, payload = answer
+        if status != 200 or json.loads(payload).get("stdout") != expected_stdout:
+            raise RuntimeError(f"bad answer {status}: {payload[:300]!r}")
 
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(c) for c in connections))
-    elapsed = time.perf_counter() - started
-    for conn in connections:
-        conn.close()
-    return summarise(latencies, elapsed)
+    try:
+        return await measure_calls(
+            [
+                functools.partial(conn.post, path, body)
+                for conn, path in zip(connections, paths, strict=True)
+            ],
+            total,
+            check,
+        )
+    finally:
+        for conn in connections:
+            conn.close()
+
+
+async def measure_http(url: str, concurrency: int, total: int) -> dict[str, float]:
+    """``total`` ``POST /v1/run`` of ``print(1)`` over ``concurrency`` keep-alive connections."""
+    return await measure_posts(url, ["/v1/run"] * concurrency, RUN_BODY, "1\n", total)
 
 
 def summarise(latencies: list[float], elapsed: float) -> dict[str, float]:
