@@ -100,12 +100,13 @@ def serve_as_spare(
         signal.set_wakeup_fd(-1)
         _prefer_for_oom_kill()
         _warm_up()
+        _take_std_streams(streams)
         request, passed = _read_request(control_fd)
         if request is None:  # the runner discarded this spare
             os._exit(0)
         status_fd = _place_passed_fds(passed, status_fd)
         spec = Spec(request, config)
-        _become(spec, status_fd, streams)
+        _become(spec, status_fd)
     except BaseException as exc:
         _report_setup_failure(status_fd, exc)
     os._exit(SETUP_FAILED)
@@ -174,6 +175,14 @@ def _warm_up() -> None:
     exec(compile(source, "<warm-up>", "exec", dont_inherit=True), namespace)
 
 
+def _take_std_streams(streams: tuple[Any, Any, Any]) -> None:
+    """Become the execution's interpreter before the request: no inherited environment,
+    the standard streams on fds 0-2 (page faults paid while the spare waits)."""
+    os.environ.clear()  # the request's environment is the program's whole environment
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
+
+
 def _prefer_for_oom_kill() -> None:
     """The OOM killer must choose untrusted code, never the runner (os.open: no file object)."""
     fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
@@ -183,7 +192,7 @@ def _prefer_for_oom_kill() -> None:
         os.close(fd)
 
 
-def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
+def _become(spec: Spec, status_fd: int) -> None:
     cpu = max(1, int(spec.cpu_s + 0.999))
     _lower_limit(resource.RLIMIT_CPU, cpu, cpu + 1)
     _lower_limit(resource.RLIMIT_NOFILE, spec.nofile, spec.nofile)
@@ -221,9 +230,7 @@ def _become(spec: Spec, status_fd: int, streams: tuple[Any, Any, Any]) -> None:
         os.close(status_fd)
         # A user's script sees the modules of a fresh interpreter; our own harness
         # (judge and candidate server) keeps what the zygote already imported.
-        _run_python_main(
-            script, spec.argv[2:], spec.env, streams, fresh_modules=not _is_harness(script)
-        )
+        _run_python_main(script, spec.argv[2:], spec.env, fresh_modules=not _is_harness(script))
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
@@ -327,18 +334,14 @@ def _run_python_main(
     script: str,
     args: list[str],
     env: dict[str, str],
-    streams: tuple[Any, Any, Any],
     *,
     fresh_modules: bool,
 ) -> NoReturn:
     """Run ``script`` as ``__main__`` in this interpreter, then exit like ``python3`` would."""
-    os.environ.clear()
-    os.environ.update(env)
-    sys.stdin, sys.stdout, sys.stderr = streams
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
+    os.environ.update(env)  # emptied by _take_std_streams
     if env.get("PYTHONUNBUFFERED"):
-        sys.stdout.reconfigure(write_through=True)
-        sys.stderr.reconfigure(write_through=True)
+        sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
+        sys.stderr.reconfigure(write_through=True)  # type: ignore[union-attr]
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
     if fresh_modules:
         dropped = [name for name in sys.modules if name not in BASELINE_MODULES]
