@@ -13,6 +13,11 @@ request it last received.
 The container is created with ``StdinOnce``: when this connection closes
 (the service exits or is killed), the runner sees end of file, exits, and the
 container removes itself.
+
+Where the runner listens on a socket of its own (runc; see ``runner.__main__``),
+:meth:`RunnerChannel.use_socket` moves the frames there once the runner is up:
+every byte through the attach stream costs dockerd and the shim a copy each way.
+The attach stream stays open for the runner's log and its lifetime.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import contextvars
 import itertools
 import logging
 import struct
+from collections.abc import Awaitable
 from typing import Any
 
 from ..errors import ContainerLostError, EngineError, SandboxTimeoutError
@@ -51,13 +57,16 @@ class RunnerChannel:
         self._pending: asyncio.Future[dict[str, Any]] | None = None
         self._follow_up: asyncio.Future[dict[str, Any]] | None = None
         self._inbox: collections.deque[dict[str, Any]] = collections.deque()
-        self._buffer = bytearray()
+        self._frames_out = writer  # where requests go: stdin, or the runner's socket
+        self._socket_task: asyncio.Task[None] | None = None
         self._log = bytearray()
         self._closed_reason: str | None = None
         self._request_id: str | None = None  # of the call the runner serves (for its log)
         # In a context of its own: it outlives the call that started the container.
         self._task = asyncio.create_task(
-            self._read_loop(), name=f"runner-channel-{name}", context=contextvars.Context()
+            self._until_broken(self._read_attach(), "channel"),
+            name=f"runner-channel-{name}",
+            context=contextvars.Context(),
         )
 
     @classmethod
@@ -81,6 +90,34 @@ class RunnerChannel:
             writer.close()
             raise EngineError(f"attach to container {container_id[:12]} refused: {status_line}")
         return cls(reader, writer, container_id[:12])
+
+    async def use_socket(self, path: str) -> bool:
+        """Send requests to the runner's own socket at ``path`` (a host path) from now on.
+
+        Returns False, and the channel stays on the attach stream, when the socket
+        cannot be reached (the service in a container of its own, without the host's
+        ``/proc``; a runner without one).
+        """
+        async with self._lock:
+            if self._closed_reason is not None or self._socket_task is not None:
+                return False
+            try:
+                reader, writer = await asyncio.open_unix_connection(path, limit=1 << 20)
+            except OSError as exc:
+                logger.info("runner %s: its socket is out of reach (%s)", self._name, exc)
+                return False
+            self._frames_out = writer
+            self._socket_task = asyncio.create_task(
+                self._until_broken(self._read_socket(reader), "socket"),
+                name=f"runner-socket-{self._name}",
+                context=contextvars.Context(),
+            )
+            return True
+
+    @property
+    def transport(self) -> str:
+        """Where requests go: ``"socket"`` (the runner's own) or ``"attach"`` (its stdin)."""
+        return "socket" if self._socket_task is not None else "attach"
 
     @property
     def closed(self) -> bool:
@@ -156,8 +193,8 @@ class RunnerChannel:
             raise ContainerLostError(f"runner {self._name} sent an unexpected frame")
         future = self._expect()
         try:
-            self._writer.write(encode_frame(message))
-            await self._writer.drain()
+            self._frames_out.write(encode_frame(message))
+            await self._frames_out.drain()
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
             self._fail("runner did not answer in time")
@@ -174,12 +211,15 @@ class RunnerChannel:
     async def close(self) -> None:
         """Close the connection (the runner then exits); idempotent."""
         self._fail("closed by the service")
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._task
-        with contextlib.suppress(Exception):
-            self._writer.close()
-            await self._writer.wait_closed()
+        for task in (self._task, self._socket_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        for writer in {self._writer, self._frames_out}:
+            with contextlib.suppress(Exception):
+                writer.close()
+                await writer.wait_closed()
 
     def _fail(self, reason: str) -> None:
         if self._closed_reason is None:
@@ -189,35 +229,52 @@ class RunnerChannel:
                 ContainerLostError(f"runner {self._name} is gone: {self._closed_reason}")
             )
         self._writer.close()
+        self._frames_out.close()
 
-    async def _read_loop(self) -> None:
+    async def _until_broken(self, reading: Awaitable[None], what: str) -> None:
+        """Run a read loop; whatever breaks it fails the channel (cancelling does not)."""
+        try:
+            await reading
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.exception("runner %s: %s failed", self._name, what)
+            self._fail(f"{what} error: {exc}")
+
+    async def _read_attach(self) -> None:
+        """The attach stream: frames on stdout, the runner's log on stderr."""
+        buffer = bytearray()
         try:
             while True:
                 header = await self._reader.readexactly(_MUX_HEADER.size)
                 stream, size = _MUX_HEADER.unpack(header)
                 payload = await self._reader.readexactly(size)
                 if stream == _STDOUT:
-                    self._buffer += payload
-                    self._deliver()
+                    buffer += payload
+                    self._deliver(buffer)
                 elif stream == _STDERR:
                     self._runner_log(payload)
         except asyncio.IncompleteReadError:
             self._fail("the container's output ended (runner exited)")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            logger.exception("runner channel %s failed", self._name)
-            self._fail(f"channel error: {exc}")
 
-    def _deliver(self) -> None:
-        while len(self._buffer) >= HEADER.size:
-            (size,) = HEADER.unpack_from(self._buffer)
+    async def _read_socket(self, reader: asyncio.StreamReader) -> None:
+        """Frames from the runner's socket (no multiplexing: nothing else comes that way)."""
+        buffer = bytearray()
+        while chunk := await reader.read(1 << 16):
+            buffer += chunk
+            self._deliver(buffer)
+        self._fail("the runner closed its socket")
+
+    def _deliver(self, buffer: bytearray) -> None:
+        """Hand every whole frame in ``buffer`` to its waiter (or the inbox); keep the rest."""
+        while len(buffer) >= HEADER.size:
+            (size,) = HEADER.unpack_from(buffer)
             if size > MAX_FRAME_BYTES:
                 raise ValueError(f"frame of {size} bytes from runner")
-            if len(self._buffer) < HEADER.size + size:
+            if len(buffer) < HEADER.size + size:
                 return
-            body = bytes(self._buffer[HEADER.size : HEADER.size + size])
-            del self._buffer[: HEADER.size + size]
+            body = bytes(buffer[HEADER.size : HEADER.size + size])
+            del buffer[: HEADER.size + size]
             message = decode_body(body)
             if self._pending is not None and not self._pending.done():
                 self._pending.set_result(message)

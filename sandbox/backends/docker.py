@@ -59,6 +59,10 @@ RUNTIME_GVISOR_NETWORK = "runsc-net"  # gVisor with its own network stack (engin
 RUNNER_DIR = "/opt/sandbox"
 TMP_DIR = "/tmp"
 SHM_DIR = "/dev/shm"
+# The runner's own socket (runc): a tmpfs only root may enter, reached by the service
+# through the container's root in the host's /proc (see RunnerChannel.use_socket).
+RUNNER_SOCKET_DIR = "/run/sandbox-runner"
+RUNNER_SOCKET = f"{RUNNER_SOCKET_DIR}/channel.sock"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MiB = 1 << 20
 RUNNER_NOFILE = 4096
@@ -150,6 +154,9 @@ def container_settings(
     if policy.runtime == "runsc":
         command += ["--runtime", "runsc", "--nproc", str(res.pids)]
         command += ["--memory", str(res.memory_mb * MiB)]
+    else:
+        command += ["--socket", RUNNER_SOCKET]
+        tmpfs[RUNNER_SOCKET_DIR] = _tmpfs_options(1, 16, "0700")
     memory = host_memory_limit(policy)
     host_config = {
         "read_only": fs.read_only_root,
@@ -257,6 +264,11 @@ class DockerSandbox(Sandbox):
         ):
             return False  # its only way out is gone: retire it
         return not self._closed and self._channel is not None and not self._channel.closed
+
+    @property
+    def transport(self) -> str:
+        """How requests reach the runner: ``"socket"`` or ``"attach"`` (see :mod:`.channel`)."""
+        return self._channel.transport if self._channel is not None else "attach"
 
     @property
     def extra_env(self) -> dict[str, str]:
@@ -378,8 +390,16 @@ class DockerSandbox(Sandbox):
         await self._backend.start_container(self.id)
         if self.policy.runtime == "runsc":
             self._oom_record = await self._backend.watch_oom(self.id)
-        reply = await self._call({"op": "hello"}, HELLO_TIMEOUT_S)
-        logger.debug("sandbox %s ready: %s", self.id[:12], reply)
+            reply = await self._call({"op": "hello"}, HELLO_TIMEOUT_S)
+        else:
+            reply, pid = await asyncio.gather(
+                self._call({"op": "hello"}, HELLO_TIMEOUT_S), self._backend.container_pid(self.id)
+            )
+            if reply.get("socket") and pid is not None:
+                # The container's root as the host sees it: the socket's directory is
+                # root's alone in there, so only the runner can have made what is found.
+                await self._channel.use_socket(f"/proc/{pid}/root{reply['socket']}")
+        logger.debug("sandbox %s ready (%s): %s", self.id[:12], self.transport, reply)
 
 
 def _wire_files(files: Mapping[str, bytes] | None) -> list[dict[str, str]]:
@@ -530,14 +550,20 @@ class DockerBackend(Backend):
     async def watch_oom(self, container_id: str) -> OomRecord | None:
         """The kernel's OOM record of a started container's memory cgroup, where it can be had."""
 
-        def _watch() -> OomRecord | None:
+        pid = await self.container_pid(container_id)
+        return None if pid is None else await asyncio.to_thread(watch_oom, pid)
+
+    async def container_pid(self, container_id: str) -> int | None:
+        """The host pid of a started container's first process (None: not known)."""
+
+        def _pid() -> int | None:
             try:
                 pid = int(self.client.api.inspect_container(container_id)["State"]["Pid"])
             except (docker.errors.APIError, KeyError, TypeError, ValueError):
                 return None
-            return watch_oom(pid) if pid > 0 else None
+            return pid if pid > 0 else None
 
-        return await asyncio.to_thread(_watch)
+        return await asyncio.to_thread(_pid)
 
     async def create(self, image: str, policy: Policy) -> DockerSandbox:
         network = None

@@ -5,8 +5,12 @@ Started by the backend as ``python3 -m runner --uid U --gid G --judge-uid J
 needed to drop privileges, to kill the untrusted uids and to wipe what they
 wrote. Its first act is to fork the zygote (see :mod:`runner.zygote`), which
 forks every process that will run code. It reads length-prefixed JSON requests
-on stdin and answers on stdout (the container's attached stdio: no host path
-is part of the channel), one request at a time:
+on stdin and answers on stdout (the container's attached stdio), one request at
+a time. With ``--socket PATH`` it also listens on a unix socket there, in a
+directory only root may enter: the service connects once, and from then on its
+requests come and their replies go that way, off the engine's attach stream
+(stdin still says when the service is gone). A request is answered where it came
+from:
 
 - ``hello`` / ``ping``: liveness and facts about the runner.
 - ``exec``: run a program as an untrusted uid (Python fast path for
@@ -24,6 +28,7 @@ import gc
 import os
 import resource
 import select
+import socket
 import sys
 from typing import TYPE_CHECKING
 
@@ -37,7 +42,7 @@ from .zygote import Zygote
 if TYPE_CHECKING:
     from typing import Any
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 SPARES_AHEAD = 1
 
 
@@ -54,6 +59,9 @@ class Runner:
         gc.freeze()
         self.zygote = Zygote(config)
         self.executor = Executor(config, self.zygote, channel_fd)
+        # After the zygote's fork: no process that runs code ever holds these.
+        self.listener = _listen(config.socket_path) if config.socket_path else None
+        self.direct: socket.socket | None = None
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
@@ -65,6 +73,7 @@ class Runner:
                 "python": sys.version.split()[0],
                 "uids": self.config.ids,
                 "processes": len(procs.processes_of(self.config.untrusted_uids)),
+                "socket": self.config.socket_path,
             }
         if op == "exec":
             return self.executor.run(request)
@@ -85,17 +94,13 @@ class Runner:
         spares = 1 + SPARES_AHEAD
         self.zygote.request_spares(spares)
         while True:
-            # Take spares off the zygote's socket as they come: descriptors in
-            # flight count against root's descriptor limit across the whole host.
-            while select.select([in_fd, self.zygote.fileno()], [], [])[0] == [self.zygote.fileno()]:
-                self.zygote.receive()
-            request = read_frame(in_fd)
+            request, reply_fd = self._next_request(in_fd, out_fd)
             if request is None:
                 return
-            write_frame(out_fd, self._reply(request, request.get("op")))
+            write_frame(reply_fd, self._reply(request, request.get("op")))
             if request.get("op") == "exec" and request.get("reset_after"):
                 # A second frame, after the reply went out: the reset's outcome.
-                write_frame(out_fd, self._reply(request, "reset"))
+                write_frame(reply_fd, self._reply(request, "reset"))
             # Have the next execution's processes forked while the service reads the
             # reply: as many as the last execution needed (two for a judge and its peer),
             # and one more, so that the next request finds a spare that has finished
@@ -103,6 +108,37 @@ class Runner:
             if request.get("op") == "exec":
                 spares = (2 if request.get("peer") else 1) + SPARES_AHEAD
             self.zygote.request_spares(spares)
+
+    def _next_request(self, in_fd: int, out_fd: int) -> tuple[dict[str, Any] | None, int]:
+        """The next request and the descriptor its reply goes to; ``None`` once stdin ends."""
+        while True:
+            sources = [in_fd, self.zygote.fileno()]
+            sources += [s.fileno() for s in (self.listener, self.direct) if s is not None]
+            ready = select.select(sources, [], [])[0]
+            # Take spares off the zygote's socket as they come: descriptors in
+            # flight count against root's descriptor limit across the whole host.
+            if self.zygote.fileno() in ready:
+                self.zygote.receive()
+            if self.listener is not None and self.listener.fileno() in ready:
+                self._accept()
+            if self.direct is not None and self.direct.fileno() in ready:
+                request = read_frame(self.direct.fileno())
+                if request is not None:
+                    return request, self.direct.fileno()
+                self.direct.close()  # the service went back to stdio (or is gone)
+                self.direct = None
+            if in_fd in ready:
+                return read_frame(in_fd), out_fd
+
+    def _accept(self) -> None:
+        """Take the service's connection; one at a time (only root can connect at all)."""
+        assert self.listener is not None
+        connection, _ = self.listener.accept()
+        if self.direct is not None:
+            connection.close()
+            return
+        connection.setblocking(True)
+        self.direct = connection
 
     def _reply(self, request: dict[str, Any], op: object) -> dict[str, Any]:
         reply: dict[str, Any] = {"id": request.get("id")}
@@ -115,6 +151,21 @@ class Runner:
             traceback.print_exc()
             reply.update(ok=False, error=f"{type(exc).__name__}: {exc}")
         return reply
+
+
+def _listen(path: str) -> socket.socket:
+    """A listening unix socket at ``path``, its directory made root's alone (0700)."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chown(directory, 0, 0)
+    os.chmod(directory, 0o700)
+    if os.path.lexists(path):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(1)
+    return listener
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,6 +33,11 @@ class Config:
     there the host's pids cgroup counts the sandbox kernel's threads, not the
     sandbox's processes, so this limit stands in for it. Under runc the cgroup
     does the job (RLIMIT_NPROC would count the uid across the whole host).
+    ``--socket PATH`` asks for a direct channel as well: a unix socket at PATH, in a
+    directory only root may enter, that the service connects to (through the
+    container's root as seen in the host's ``/proc``) so that requests and replies do
+    not go through the engine's attach stream. Never under gVisor, whose sandbox
+    kernel keeps its unix sockets to itself.
     ``--memory BYTES`` (gVisor too) is the policy's memory limit, which the runner
     enforces on the sandbox kernel's own count (``/proc/meminfo``) for every
     execution: the host's memory cgroup also holds that kernel, so the backend
@@ -46,6 +51,7 @@ class Config:
         self.nproc: int | None = None
         self.memory_bytes: int | None = None
         self.runtime = "runc"
+        self.socket_path: str | None = None
         pairs = iter(argv)
         for flag in pairs:
             value = next(pairs, None)
@@ -57,6 +63,10 @@ class Config:
                 if value not in RUNTIMES:
                     raise SystemExit(f"runner: --runtime must be one of {', '.join(RUNTIMES)}")
                 self.runtime = value
+            elif flag == "--socket":
+                if not value.startswith("/"):
+                    raise SystemExit("runner: --socket must be an absolute path")
+                self.socket_path = value
             elif flag == "--nproc":
                 self.nproc = int(value)
                 if self.nproc < 1:
@@ -69,6 +79,8 @@ class Config:
                 values[flag] = int(value)
             else:
                 raise SystemExit(f"runner: unknown option {flag}")
+        if self.socket_path is not None and self.runtime == "runsc":
+            raise SystemExit("runner: --socket is for runc only (gVisor keeps its sockets)")
         missing = {"--uid", "--gid", "--judge-uid", "--judge-gid"} - set(values)
         if missing:
             raise SystemExit(f"runner: missing {sorted(missing)}")

@@ -28,6 +28,8 @@ from sandbox.backends.docker import (
     LABEL_POLICY_DIGEST,
     RUNNER_CAPABILITIES,
     RUNNER_NOFILE,
+    RUNNER_SOCKET,
+    RUNNER_SOCKET_DIR,
     DockerBackend,
     host_memory_limit,
     host_pids_limit,
@@ -217,6 +219,7 @@ async def test_container_settings_as_docker_reports_them(
     else:
         assert host["PidsLimit"] == res.pids
         assert not {"--nproc", "--runtime", "--memory"} & set(command)
+        assert command[-2:] == ["--socket", RUNNER_SOCKET]  # the runner's own channel
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in host["Ulimits"]}
     assert ulimits == {
         "nofile": (res.open_files, max(res.open_files, RUNNER_NOFILE)),
@@ -230,7 +233,12 @@ async def test_container_settings_as_docker_reports_them(
     assert info["Mounts"] == []
     assert not any("docker.sock" in str(m) for m in (host.get("Mounts") or []))
     tmpfs = host["Tmpfs"]
-    assert set(tmpfs) == {"/workspace", "/tmp", "/judge"}
+    if gvisor(policy):
+        assert set(tmpfs) == {"/workspace", "/tmp", "/judge"}
+    else:  # and the runner socket's directory: root's alone
+        assert set(tmpfs) == {"/workspace", "/tmp", "/judge", RUNNER_SOCKET_DIR}
+        options = tmpfs[RUNNER_SOCKET_DIR].split(",")
+        assert {"mode=0700", "uid=0", "gid=0", "nosuid", "nodev"} <= set(options)
     for path, spec in (
         ("/workspace", policy.filesystem.workspace),
         ("/tmp", policy.filesystem.tmp),
@@ -340,6 +348,51 @@ async def test_forged_runner_frame_on_stdout_is_only_data(
     assert result.exit_code == 9
     assert result.stdout == frame
     assert result.stderr == frame
+    await still_works(pool, python_image, policy)
+
+
+@pytest.mark.parametrize("role", ["sandbox", "judge"])
+async def test_runner_socket_is_out_of_reach(
+    pool: Pool, python_image: str, policy: Policy, role: str
+) -> None:
+    """Neither untrusted uid can speak to the runner over its socket, find it or replace it
+    (under gVisor there is none: the channel is the attach stream alone)."""
+    code = ATTEMPT + (
+        f"path, directory = {RUNNER_SOCKET!r}, {RUNNER_SOCKET_DIR!r}\n"
+        "def connect():\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    s.connect(path)\n"
+        "    s.sendall(len(b'{}').to_bytes(4, 'big') + b'{\"op\": \"ping\"}')\n"
+        "print(json.dumps({\n"
+        "    'connect': attempt(connect),\n"
+        "    'list': attempt(lambda: os.listdir(directory)),\n"
+        "    'stat': attempt(lambda: os.stat(path)),\n"
+        "    'unlink': attempt(lambda: os.unlink(path)),\n"
+        "    'bind': attempt(lambda: socket.socket(socket.AF_UNIX).bind(directory + '/x')),\n"
+        "    'via_proc': attempt(lambda: os.listdir(f'/proc/{runner_pid()}/root' + directory)),\n"
+        "}))\n"
+    )
+    async with pool.lease(python_image, policy, TENANT) as lease:
+        result = await lease.sandbox.exec(
+            ["python3", "main.py"],
+            limits=exec_limits(policy, None),
+            env=BASE_ENV,
+            files={"main.py": code.encode()},
+            role=role,
+            cwd="/judge" if role == "judge" else "/workspace",
+        )
+    assert result.status == ExecStatus.OK, result.stderr.decode(errors="replace")
+    outcome = json.loads(result.stdout)
+    refused = "ENOENT" if gvisor(policy) else "EACCES"
+    assert outcome == {
+        "connect": refused,
+        "list": refused,
+        "stat": refused,
+        "unlink": refused,
+        "bind": refused,
+        # the runner's /proc entries are root's (not dumpable to another uid)
+        "via_proc": "EACCES",
+    }
     await still_works(pool, python_image, policy)
 
 
