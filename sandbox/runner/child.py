@@ -80,17 +80,15 @@ def python_script(argv: list[str], env: dict[str, str]) -> str | None:
     return argv[1]
 
 
-def serve_as_spare(
-    control_fd: int, status_fd: int, config: Config, streams: tuple[Any, Any, Any]
-) -> NoReturn:
+def serve_as_spare(control_fd: int, status_fd: int, config: Config) -> NoReturn:
     """Body of a pre-forked spare: get ready, wait for one request, become its program.
 
     fds 0-2 are already the execution's stdin (a memfd) and output pipes. All
     the work that does not depend on the request (and the page faults it
     costs) happens here, before the request arrives. File descriptors sent
     along with the request become fds 3, 4, ... (the judge/candidate socket;
-    the judge's report channel). ``streams``: :func:`std_streams`, made by the
-    zygote. Never returns.
+    the judge's report channel). The zygote has made the interpreter's state what
+    an execution starts from (:func:`prepare_zygote`). Never returns.
     """
     try:
         os.setsid()
@@ -100,7 +98,6 @@ def serve_as_spare(
         signal.set_wakeup_fd(-1)
         _prefer_for_oom_kill()
         _warm_up()
-        _take_std_streams(streams)
         request, passed = _read_request(control_fd)
         if request is None:  # the runner discarded this spare
             os._exit(0)
@@ -173,14 +170,6 @@ def _warm_up() -> None:
     namespace: dict[str, Any] = {"__builtins__": __builtins__, "sink": sink}
     source = "import sys\nfor i in range(50):\n    print(i, [j * j for j in range(i)], file=sink)\n"
     exec(compile(source, "<warm-up>", "exec", dont_inherit=True), namespace)
-
-
-def _take_std_streams(streams: tuple[Any, Any, Any]) -> None:
-    """Become the execution's interpreter before the request: no inherited environment,
-    the standard streams on fds 0-2 (page faults paid while the spare waits)."""
-    os.environ.clear()  # the request's environment is the program's whole environment
-    sys.stdin, sys.stdout, sys.stderr = streams
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
 
 
 def _prefer_for_oom_kill() -> None:
@@ -306,13 +295,23 @@ def write_file(path: str, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
 
 
-def std_streams() -> tuple[Any, Any, Any]:
-    """Text streams on fds 0-2 configured as the interpreter configures them at start-up.
+def prepare_zygote() -> None:
+    """Once, in the zygote: the state every execution's interpreter starts from.
 
-    The zygote makes them once, while its fd 0 is a seekable file and fds 1 and 2 are
-    pipes, as a spare's are (a memfd; pipes), so each spare inherits them ready: they
-    cost some hundred page faults to make. Nothing writes to them before a spare does.
+    No environment (the request's is the program's whole environment), and text
+    streams on fds 0-2 configured as the interpreter configures them at start-up,
+    made while the zygote's fd 0 is a seekable file and fds 1 and 2 are pipes, as a
+    spare's are (a memfd; pipes). Each spare inherits them ready rather than paying
+    their page faults itself. The zygote writes nothing to them.
     """
+    os.environ.clear()
+    streams = _std_streams()
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
+
+
+def _std_streams() -> tuple[Any, Any, Any]:
+    """Text streams on fds 0-2 like those of a fresh interpreter (see :func:`prepare_zygote`)."""
 
     def text(fd: int, mode: str, like: Any, line_buffering: bool) -> io.TextIOWrapper:
         raw = io.FileIO(fd, mode, closefd=False)
@@ -338,7 +337,7 @@ def _run_python_main(
     fresh_modules: bool,
 ) -> NoReturn:
     """Run ``script`` as ``__main__`` in this interpreter, then exit like ``python3`` would."""
-    os.environ.update(env)  # emptied by _take_std_streams
+    os.environ.update(env)  # emptied by prepare_zygote
     if env.get("PYTHONUNBUFFERED"):
         sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
         sys.stderr.reconfigure(write_through=True)  # type: ignore[union-attr]

@@ -173,7 +173,7 @@ class Zygote:
 
 def _serve(sock: socket.socket, config: Config) -> NoReturn:
     """The zygote's loop: fork spares on request, report exits. Ends with the runner."""
-    streams = child.std_streams()  # while fds 0-2 are of the kinds a spare's will be
+    child.prepare_zygote()  # while fds 0-2 are of the kinds a spare's will be
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)  # the runner's channel stays the runner's
@@ -208,14 +208,14 @@ def _serve(sock: socket.socket, config: Config) -> NoReturn:
                 if command.startswith(b"kill "):
                     _fork_killer(sock, *(int(n) for n in command.split()[1:3]))
                     continue
-                _fork_spare(sock, config, streams)
+                _fork_spare(sock, config)
             except BrokenPipeError:
                 os._exit(0)  # the runner is gone
             except OSError as exc:  # e.g. the pids limit is still full of a fork bomb
                 sock.send(json.dumps({"error": f"cannot fork a spare: {exc}"}).encode())
 
 
-def _fork_spare(sock: socket.socket, config: Config, streams: tuple[Any, Any, Any]) -> None:
+def _fork_spare(sock: socket.socket, config: Config) -> None:
     stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -234,7 +234,7 @@ def _fork_spare(sock: socket.socket, config: Config, streams: tuple[Any, Any, An
         os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        child.serve_as_spare(spare_control.detach(), status_w, config, streams)
+        child.serve_as_spare(spare_control.detach(), status_w, config)
     spare_control.close()
     for fd in (out_w, err_w, status_w):
         os.close(fd)
