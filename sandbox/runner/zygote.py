@@ -17,13 +17,17 @@ the runner and drops to the owner's uid, but only once every process of that uid
 is dead, and it runs nothing but the removal; see ``reset._remove_ipc_as``.)
 
 Commands from the runner are ``spawn`` and ``kill UID GID``; messages back are
-small JSON objects, one per datagram on the SOCK_SEQPACKET pair.
+small dicts, one per datagram on the SOCK_SEQPACKET pair. They, and each spare's
+request, are :mod:`marshal` data, not JSON: they only ever pass between the runner,
+the zygote and the spares (trusted code, root, on socket pairs no other process
+holds), and a freshly forked spare decodes marshal with a fraction of the page
+faults json's decoder costs it (about 0.15 ms of CPU an execution here).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import marshal
 import os
 import select
 import signal
@@ -66,7 +70,7 @@ class Spare:
             os.write(self.stdin_fd, stdin)
             os.lseek(self.stdin_fd, 0, os.SEEK_SET)
         os.close(self.stdin_fd)
-        body = json.dumps(request).encode()
+        body = marshal.dumps(request)
         try:
             socket.send_fds(self.control, [body[:65536]], pass_fds)
             self.control.sendall(body[65536:])
@@ -149,7 +153,7 @@ class Zygote:
             data, fds, _, _ = socket.recv_fds(self.sock, _MAX_MESSAGE, _SPARE_FDS)
             if not data:
                 raise RuntimeError("the zygote exited")
-            message = json.loads(data)
+            message = marshal.loads(data)
             if "spare" in message:
                 self._requested -= 1
                 self._spares.append(Spare(message["spare"], fds))
@@ -212,7 +216,7 @@ def _serve(sock: socket.socket, config: Config) -> NoReturn:
             except BrokenPipeError:
                 os._exit(0)  # the runner is gone
             except OSError as exc:  # e.g. the pids limit is still full of a fork bomb
-                sock.send(json.dumps({"error": f"cannot fork a spare: {exc}"}).encode())
+                sock.send(marshal.dumps({"error": f"cannot fork a spare: {exc}"}))
 
 
 def _fork_spare(sock: socket.socket, config: Config) -> None:
@@ -239,7 +243,7 @@ def _fork_spare(sock: socket.socket, config: Config) -> None:
     for fd in (out_w, err_w, status_w):
         os.close(fd)
     handed = [stdin_fd, out_r, err_r, runner_control.fileno(), status_r]
-    socket.send_fds(sock, [json.dumps({"spare": pid}).encode()], handed)
+    socket.send_fds(sock, [marshal.dumps({"spare": pid})], handed)
     runner_control.close()
     for fd in (stdin_fd, out_r, err_r, status_r):
         os.close(fd)
@@ -267,7 +271,7 @@ def _fork_killer(sock: socket.socket, uid: int, gid: int) -> None:
             code = 0  # none (left)
         finally:
             os._exit(code)
-    sock.send(json.dumps({"killer": pid}).encode())
+    sock.send(marshal.dumps({"killer": pid}))
 
 
 def _fork_with_retries() -> int:
@@ -296,4 +300,4 @@ def _report_exits(sock: socket.socket) -> None:
             "cpu_s": usage.ru_utime + usage.ru_stime,
             "maxrss_kb": usage.ru_maxrss,
         }
-        sock.send(json.dumps(report).encode())
+        sock.send(marshal.dumps(report))
