@@ -58,6 +58,8 @@ class Runner:
         # imported by now, so what only the runner needs (hmac) is imported when needed.
         gc.freeze()
         self.zygote = Zygote(config)
+        procs.trust(os.getpid())
+        procs.trust(self.zygote.pid)
         self.executor = Executor(config, self.zygote, channel_fd)
         # After the zygote's fork: no process that runs code ever holds these.
         self.listener = _listen(config.socket_path) if config.socket_path else None

@@ -148,8 +148,7 @@ def _ipc_objects(uids: Collection[int]) -> list[tuple[tuple[str, int], int]]:
     found = []
     for table, (id_column, _) in _IPC_TABLES.items():
         try:
-            with open(f"/proc/sysvipc/{table}") as handle:
-                lines = handle.read().splitlines()
+            lines = procs.read_small(f"/proc/sysvipc/{table}").splitlines()
         except OSError:
             continue
         if not lines:
