@@ -9,5 +9,7 @@ import sys
 # Modules a plain ``python3 script.py`` has loaded before the script starts.
 # Every other module the runner imported is dropped from ``sys.modules`` before
 # user code runs, so that a local ``json.py`` or ``resource.py`` is imported
-# exactly as under a fresh interpreter.
-BASELINE_MODULES = frozenset(sys.modules)
+# exactly as under a fresh interpreter. ``python3 -m runner`` has also imported runpy
+# and this package, which ``python3 script.py`` has not (a user's ``runner.py`` must be
+# importable).
+BASELINE_MODULES = frozenset(sys.modules) - {"runpy", __name__}

@@ -312,6 +312,13 @@ PROBES = {
         "                     capture_output=True, text=True)\n"
         "print(out.stdout.strip(), out.returncode)\n"
     ),
+    # What a fresh interpreter has imported, and its environment (but the variable that
+    # sends the real run down the exec path)
+    "modules_and_environment": (
+        "import os, sys\n"
+        "print(sorted(sys.modules))\n"
+        "print(sorted(k for k in os.environ if k != 'PYTHONNOUSERSITE'))\n"
+    ),
     "keyboard_interrupt_in_function": (
         "def f():\n    raise KeyboardInterrupt\nprint('x', flush=True)\nf()\n"
     ),
@@ -337,6 +344,16 @@ async def test_local_module_shadowing_a_preloaded_stdlib_name(
     assert real.stdout == b"{'cpu': 1}\n"  # what python3 main.py does
     fast = await run_python(pool, python_image, policy, code, files=files)
     assert observed(fast) == observed(real)
+
+
+async def test_a_local_module_named_like_the_runner_is_the_users(
+    pool: Pool, python_image: str, policy: Policy
+) -> None:
+    code = "import runner\nprint(runner.MINE)\n"
+    files = {"runner.py": "MINE = 'the user module'\n"}
+    fast = await run_python(pool, python_image, policy, code, files=files)
+    assert fast.status == ExecStatus.OK, fast.stderr
+    assert fast.stdout == b"the user module\n"
 
 
 async def test_python_env_variable_falls_back_to_exec_and_works(
