@@ -8,7 +8,8 @@ the other, in alternating order:
 
 - ``run_c1`` / ``run_c8``: ``POST /v1/run`` ``print(1)`` at concurrency 1 and 8;
 - ``evaluate``: one ``POST /v1/evaluate`` of 1,024 small submissions with an I/O test
-  (``--batch``), ``concurrency`` 8.
+  (``--batch``), ``concurrency`` 8;
+- ``session_c1``: one agent step (``bash -c 'echo hi'``) in an open session, one at a time.
 
 The report gives each side's median over the rounds (and the rounds' spread) and the
 ratio new/old, with the load average.
@@ -28,7 +29,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Service, evaluate, measure_http, save_results, small_batch
+import httpx
+
+from bench.common import (
+    STEP_BODY,
+    Service,
+    evaluate,
+    measure_http,
+    measure_posts,
+    save_results,
+    small_batch,
+)
 
 WARM = 8
 
@@ -42,16 +53,28 @@ def judged_per_second(url: str, count: int) -> float:
     return count / elapsed
 
 
-async def measure_round(service: Service, args: argparse.Namespace) -> dict[str, float]:
+async def open_session(url: str) -> str:
+    """A session on ``url``'s default policy; the path its steps are posted to."""
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        created = await http.post("/v1/sessions", json={})
+        created.raise_for_status()
+        return f"/v1/sessions/{created.json()['id']}/exec"
+
+
+async def measure_round(
+    service: Service, session: str, args: argparse.Namespace
+) -> dict[str, float]:
     c1 = await measure_http(service.url, 1, args.requests)
     c8 = await measure_http(service.url, 8, args.requests)
     batch = await asyncio.to_thread(judged_per_second, service.url, args.batch)
+    step = await measure_posts(service.url, [session], STEP_BODY, "hi\n", args.requests)
     return {
         "run_c1_p50_ms": c1["p50_ms"],
         "run_c1_per_s": c1["throughput_per_s"],
         "run_c8_p50_ms": c8["p50_ms"],
         "run_c8_per_s": c8["throughput_per_s"],
         "evaluate_per_s": batch,
+        "session_c1_p50_ms": step["p50_ms"],
     }
 
 
@@ -65,14 +88,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for service in services.values():
             await asyncio.to_thread(service.wait_ready)
-        for service in services.values():  # warm-up: every pool container used once
+        sessions = {side: await open_session(services[side].url) for side in services}
+        for side, service in services.items():  # warm-up: every pool container used once
             await measure_http(service.url, 8, 64)
             await asyncio.to_thread(judged_per_second, service.url, 64)
+            await measure_posts(service.url, [sessions[side]], STEP_BODY, "hi\n", 32)
         for number in range(args.rounds):
             order = list(services) if number % 2 == 0 else list(reversed(services))
             print(f"round {number + 1}/{args.rounds} ({', '.join(order)})...", file=sys.stderr)
             for side in order:
-                rounds[side].append(await measure_round(services[side], args))
+                rounds[side].append(await measure_round(services[side], sessions[side], args))
             loads.append(os.getloadavg()[0])
     finally:
         for service in services.values():

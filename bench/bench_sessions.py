@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -41,6 +40,8 @@ from bench.bench_floor import measure_in_container
 from bench.bench_run import docker_exec_call, docker_run_call, measure_threads
 from bench.common import (
     REPO,
+    STEP,
+    STEP_BODY,
     Service,
     measure_calls,
     measure_http,
@@ -57,8 +58,6 @@ from sandbox.results import ExecResult
 
 T = TypeVar("T")
 
-STEP = "echo hi"
-STEP_BODY = json.dumps({"command": STEP}).encode()
 START_LEVELS = (1, DEFAULT_START_CONCURRENCY)
 
 # The body of an in-container loop (:func:`~bench.bench_floor.measure_in_container`):

@@ -29,6 +29,11 @@ PROGRAM = "print(1)"
 RUN_BODY = json.dumps({"language": "python", "code": PROGRAM}).encode()
 
 
+# One agent step in a session: ``bash -c 'echo hi'`` (bench_sessions, bench_compare).
+STEP = "echo hi"
+STEP_BODY = json.dumps({"command": STEP}).encode()
+
+
 class Service(ServiceProcess):
     """``sandbox serve`` with a default policy sized for a benchmark, and state of its own
     (its audit log starts empty, shared with no other service on the machine)."""
