@@ -122,7 +122,7 @@ class Runner:
             if self.zygote.fileno() in ready:
                 self.zygote.receive()
             if self.listener is not None and self.listener.fileno() in ready:
-                self._accept()
+                self._accept(self.listener)
             if self.direct is not None and self.direct.fileno() in ready:
                 request = read_frame(self.direct.fileno())
                 if request is not None:
@@ -132,10 +132,9 @@ class Runner:
             if in_fd in ready:
                 return read_frame(in_fd), out_fd
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         """Take the service's connection; one at a time (only root can connect at all)."""
-        assert self.listener is not None
-        connection, _ = self.listener.accept()
+        connection, _ = listener.accept()
         if self.direct is not None:
             connection.close()
             return
