@@ -111,7 +111,9 @@ async def run(
     stdin: bytes = b"",
     files: Mapping[str, bytes] | None = None,
     limits: ExecLimits | None = None,
+    role: str = "sandbox",
 ) -> ExecResult:
+    """Run ``code`` as ``main.py`` in the working directory of ``role``'s uid."""
     async with pool.lease(image, policy, TENANT) as lease:
         return await lease.sandbox.exec(
             list(argv),
@@ -119,6 +121,8 @@ async def run(
             stdin=stdin,
             env=BASE_ENV,
             files={"main.py": code.encode(), **(files or {})},
+            role=role,
+            cwd="/judge" if role == "judge" else "/workspace",
         )
 
 
@@ -372,15 +376,7 @@ async def test_runner_socket_is_out_of_reach(
         "    'via_proc': attempt(lambda: os.listdir(f'/proc/{runner_pid()}/root' + directory)),\n"
         "}))\n"
     )
-    async with pool.lease(python_image, policy, TENANT) as lease:
-        result = await lease.sandbox.exec(
-            ["python3", "main.py"],
-            limits=exec_limits(policy, None),
-            env=BASE_ENV,
-            files={"main.py": code.encode()},
-            role=role,
-            cwd="/judge" if role == "judge" else "/workspace",
-        )
+    result = await run(pool, python_image, policy, code, role=role)
     assert result.status == ExecStatus.OK, result.stderr.decode(errors="replace")
     outcome = json.loads(result.stdout)
     refused = "ENOENT" if gvisor(policy) else "EACCES"
