@@ -110,7 +110,7 @@ def serve_as_spare(control_fd: int, status_fd: int, config: Config) -> NoReturn:
             _signal.signal(signum, _signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         _prefer_for_oom_kill()
-        _warm_up()
+        _warm_up(config)
         request, passed = _read_request(control_fd)
         if request is None:  # the runner discarded this spare
             os._exit(0)
@@ -172,17 +172,44 @@ def _read_request(fd: int) -> tuple[dict[str, Any] | None, list[int]]:
     return request, passed
 
 
-def _warm_up() -> None:
-    """Touch, before the request, the memory a small Python program's run would touch.
+# A request like the runner's (see execute._child_request), for _warm_up to decode.
+_SAMPLE_REQUEST = marshal.dumps(
+    {
+        "op": "exec",
+        "argv": ["python3", "main.py"],
+        "cwd": "/workspace",
+        "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"},
+        "files": [{"path": "main.py", "data": "cHJpbnQoMSk=", "mode": 0o644}],
+        "limits": {"cpu_s": 10.0, "nofile": 256, "fsize_bytes": 1 << 20},
+        "role": SANDBOX,
+    }
+)
 
-    Each page a child writes first is a copy-on-write fault (some 4 us here): paid here,
-    while the spare waits, rather than in the request's latency (measured: p50 at
-    concurrency 1 is a quarter lower with it, throughput at concurrency 8 the same).
+
+def _warm_up(config: Config) -> None:
+    """Walk, before the request, the path a request takes until its program starts.
+
+    Each page a child writes first is a copy-on-write fault (some 4 us here): those of
+    decoding the request, building its :class:`Spec` and compiling are paid here, while
+    the spare waits, rather than in the request's latency. Only that path: a spare that
+    ran a small program here instead (printing 50 lines) spent more CPU than it saved
+    (0.2 to 0.6 ms a ``print(1)``, in four rounds of 700 in one container).
     """
-    sink = io.StringIO()
-    namespace: dict[str, Any] = {"__builtins__": __builtins__, "sink": sink}
-    source = "import sys\nfor i in range(50):\n    print(i, [j * j for j in range(i)], file=sink)\n"
-    exec(compile(source, "<warm-up>", "exec", dont_inherit=True), namespace)
+    _walk_request_path(marshal.loads(_SAMPLE_REQUEST), config)
+
+
+def _walk_request_path(request: dict[str, Any], config: Config) -> None:
+    """What a spare does with ``request`` before its program starts, short of doing it."""
+    spec = Spec(request, config)
+    script = python_script(spec.argv, spec.env)
+    for entry in spec.files:
+        base64.b64decode(entry["data"])
+    if script is not None and not _is_harness(script):
+        path = os.path.abspath(script)
+        types.ModuleType("__main__").__file__ = path
+        importlib.machinery.SourceFileLoader("__main__", path)
+        os.path.dirname(path)
+    compile("print(1)", "<warm-up>", "exec", dont_inherit=True)
 
 
 def _prefer_for_oom_kill() -> None:
@@ -308,22 +335,57 @@ def write_file(path: str, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
 
 
-def prepare_zygote() -> None:
+def prepare_zygote(config: Config) -> None:
     """Once, in the zygote: the state every execution's interpreter starts from.
 
-    No environment (the request's is the program's whole environment), and text
+    The spare's own code already specialised (:func:`_rehearse`). No environment
+    (the request's is the program's whole environment), and text
     streams on fds 0-2 configured as the interpreter configures them at start-up,
     made while the zygote's fd 0 is a seekable file and fds 1 and 2 are pipes, as a
     spare's are (a memfd; pipes). Each spare inherits them ready rather than paying
     their page faults itself. The zygote writes nothing to them.
     """
     global _ZYGOTE_EXTRA_MODULES, _FRESH_COUNT
+    _rehearse(config)
     os.environ.clear()
     streams = _std_streams()
     sys.stdin, sys.stdout, sys.stderr = streams
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams  # type: ignore[misc]
     _ZYGOTE_EXTRA_MODULES = tuple(name for name in sys.modules if name not in BASELINE_MODULES)
     _FRESH_COUNT = len(sys.modules) - len(_ZYGOTE_EXTRA_MODULES)
+
+
+# Runs of the spare's path in the zygote (see _rehearse): 16 made spares as cheap as 200 did;
+# 32 take some 2 ms of the zygote's start.
+REHEARSALS = 32
+
+
+def _rehearse(config: Config) -> None:
+    """Run, in the zygote, the parts of a spare's path that change nothing outside it.
+
+    Python 3.11 specialises bytecode in place, where it runs: a function's first runs
+    write to its code object (warm-up and adaptive counters, then the specialised
+    instructions). Code that only ever ran in spares was specialised anew in each, every
+    write a copy-on-write fault on a page of the zygote's code. Rehearsed here, before
+    any fork, it is shared by every spare already specialised. Measured in one
+    container, three rounds of 700 ``print(1)``: a child's CPU went from 2.5-2.9 ms to
+    1.6-1.8 ms with this and the lighter :func:`_warm_up`, its p50 from 2.1-2.4 to
+    1.7-1.8 ms.
+    """
+    for _ in range(REHEARSALS):
+        sender, receiver = socket.socketpair()
+        socket.send_fds(sender, [_SAMPLE_REQUEST], [sender.fileno()])
+        sender.shutdown(socket.SHUT_WR)  # the end of the request, though a copy is in flight
+        sender.close()
+        request, passed = _read_request(receiver.detach())
+        for fd in passed:
+            os.close(fd)
+        if request is None:
+            raise RuntimeError("the rehearsal's request did not arrive")
+        _walk_request_path(request, config)
+        os.environ["SANDBOX_REHEARSAL"] = "1"
+        del os.environ["SANDBOX_REHEARSAL"]
+        _exit_code(SystemExit(0))
 
 
 def _std_streams() -> tuple[Any, Any, Any]:

@@ -177,7 +177,7 @@ class Zygote:
 
 def _serve(sock: socket.socket, config: Config) -> NoReturn:
     """The zygote's loop: fork spares on request, report exits. Ends with the runner."""
-    child.prepare_zygote()  # while fds 0-2 are of the kinds a spare's will be
+    child.prepare_zygote(config)  # while fds 0-2 are of the kinds a spare's will be
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)  # the runner's channel stays the runner's
