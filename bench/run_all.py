@@ -10,6 +10,7 @@ BENCHMARKS = (
     "bench_floor.py",
     "bench_run.py",
     "bench_cpu.py",
+    "bench_http.py",
     "bench_humaneval.py",
     "bench_fleet.py",
     "bench_environments.py",
