@@ -369,8 +369,8 @@ def _rehearse(config: Config) -> None:
     write a copy-on-write fault on a page of the zygote's code. Rehearsed here, before
     any fork, it is shared by every spare already specialised. Measured in one
     container, three rounds of 700 ``print(1)``: a child's CPU went from 2.5-2.9 ms to
-    1.6-1.8 ms with this and the lighter :func:`_warm_up`, its p50 from 2.1-2.4 to
-    1.7-1.8 ms.
+    1.6-1.7 ms with this and the lighter :func:`_warm_up`, the execution's p50 from
+    2.1-2.4 to 1.7-1.8 ms.
     """
     for _ in range(REHEARSALS):
         sender, receiver = socket.socketpair()
