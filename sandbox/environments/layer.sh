@@ -31,6 +31,14 @@ FROM to sandbox-python in the environments config)"
 fi
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' \
     || refuse "the image's python3 is $(python3 -V 2>&1); the runner needs Python >= 3.9"
+# A task that copies its whole build context (`COPY . /app`) took this layer's directory
+# along (.sandbox-runner, a name build.py reserves): remove every such copy, so that neither
+# the image nor a session's workspace (seeded below) shows it.
+find / -xdev -type d -name .sandbox-runner -prune -print | while IFS= read -r copy; do
+    if [ -f "$copy/layer.sh" ] && [ -d "$copy/runner" ]; then
+        rm -rf "$copy"
+    fi
+done
 if [ "$(pwd)" != "/" ]; then
     mkdir -p /opt/sandbox-seed
     cp -a . /opt/sandbox-seed/

@@ -56,7 +56,7 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
     spec = task(
         tmp_path,
         f"FROM python:3.13-slim\nRUN echo {nonce} > /etc/nonce\nCOPY data.txt /srv/data.txt\n"
-        "COPY . /srv/context/\n",
+        "COPY . /srv/context/\nWORKDIR /srv/context\n",
         **{"data.txt": "payload\n", "hidden.txt": "the tests' answer\n"},
     )
     # An excluded entry is neither built in nor hashed (a Terminal-Bench task's own tests).
@@ -81,10 +81,15 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
     assert not third.cached and third.record.environment != first.record.environment
     out = docker_client.containers.run(
         third.record.image,
-        ["sh", "-c", "cat /srv/data.txt /etc/nonce; ls /srv/context"],
+        ["sh", "-c", "cat /srv/data.txt /etc/nonce; ls -A /srv/context /opt/sandbox-seed"],
         remove=True,
     )
-    assert out.decode() == f"changed\n{nonce}\nDockerfile\ndata.txt\n"
+    # The context's copy, and the workspace seeded from it (the WORKDIR), hold the task's
+    # files only, not the runner layer's directory that came along in the build context.
+    listing = "Dockerfile\ndata.txt\n"
+    assert out.decode() == (
+        f"changed\n{nonce}\n/opt/sandbox-seed:\n{listing}\n/srv/context:\n{listing}"
+    )
 
 
 def test_the_runner_is_layered_in_whatever_the_from(
