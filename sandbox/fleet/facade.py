@@ -24,7 +24,12 @@ import ray
 from sandbox.core.execution import ExecutionService, RunRequest, decode_files, note_status
 from sandbox.core.pool import GroupStatus, Pool, PoolStatus
 from sandbox.core.sessions import Command, DirEntry, SessionInfo, SessionSpec
-from sandbox.errors import ContainerLostError, NotFoundError, UnsupportedError
+from sandbox.errors import (
+    ContainerLostError,
+    NotFoundError,
+    SandboxTimeoutError,
+    UnsupportedError,
+)
 from sandbox.fleet.admission import Admission
 from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.router import NAMESPACE, FleetStatus, Host, Router
@@ -237,11 +242,31 @@ class FleetAudit:
         self.router = router
 
     async def query(self, *, limit: int = 100, **filters: Any) -> list[AuditRecord]:
-        """The healthy hosts' records, asked of all at once, newest first."""
-        replies: list[Reply] = await asyncio.gather(
-            *(h.actor.audit_query.remote(limit=limit, **filters) for h in self.router.healthy())
+        """The healthy hosts' records, asked of all at once, newest first.
+
+        A host that does not answer within its heartbeat allowance (a frozen one) is named
+        in a :class:`SandboxTimeoutError` (504): a log missing a host's records is never
+        answered as the whole, nor waited for without end. Once its heartbeats have taken
+        it out of rotation, its records are left out and the query answers again.
+        """
+        hosts = self.router.healthy()
+        timeout = self.router.answer_timeout_s
+        replies: list[Reply | BaseException] = await asyncio.gather(
+            *(
+                asyncio.wait_for(h.actor.audit_query.remote(limit=limit, **filters), timeout)
+                for h in hosts
+            ),
+            return_exceptions=True,
         )
-        records = [r for reply in replies for r in reply.unwrap()]
+        silent = [h.name for h, r in zip(hosts, replies, strict=True) if not isinstance(r, Reply)]
+        if silent:
+            raise SandboxTimeoutError(
+                f"fleet host(s) {', '.join(silent)} did not give their audit records within "
+                f"{timeout:g} s, so the answer would miss them; a host that stops answering is "
+                f"out of rotation after {self.router.config.health.missed_heartbeats} missed "
+                "heartbeats (its records are then left out): retry"
+            )
+        records = [r for reply in replies if isinstance(reply, Reply) for r in reply.unwrap()]
         return sorted(records, key=lambda r: r.time, reverse=True)[:limit]
 
 

@@ -663,9 +663,8 @@ class Router:
                 QUEUED.labels(klass).set(length)
         QUEUE_MAX.set(self.config.queue.max_waiting)
         hosts = self.healthy()
-        timeout = self.heartbeat_s * self.config.health.missed_heartbeats
         texts = await asyncio.gather(
-            *(asyncio.wait_for(h.actor.metrics.remote(), timeout) for h in hosts),
+            *(asyncio.wait_for(h.actor.metrics.remote(), self.answer_timeout_s) for h in hosts),
             return_exceptions=True,
         )
         answered: dict[str, bytes] = {}
@@ -675,6 +674,12 @@ class Router:
             else:
                 logger.warning("fleet host %s gave no metrics: %r", host.name, text)
         return metrics.merge(metrics.exposition(), answered)
+
+    @property
+    def answer_timeout_s(self) -> float:
+        """How long a healthy host may take to answer a read (metrics, audit): the time
+        after which its missed heartbeats take it out of rotation."""
+        return self.heartbeat_s * self.config.health.missed_heartbeats
 
     # ------------------------------------------------------------------ operations
 

@@ -607,6 +607,12 @@ def test_a_frozen_host_is_lost_by_its_heartbeats_and_its_runs_end_elsewhere(
         pid = int(victim["owner"].split(":")[1])  # the agent's process (its owner label)
         os.kill(pid, signal.SIGSTOP)
         try:
+            # The audit log is read from every healthy host: the frozen one is named in a
+            # 504 within its heartbeat allowance (or, once lost, left out), never waited on.
+            audit = http.get("/v1/audit", timeout=60)
+            assert audit.status_code in (200, 504), audit.text
+            if audit.status_code == 504:
+                assert victim["name"] in audit.json()["message"], audit.text
             lines = batch.result(timeout=120)
             lost = _hosts(http)[victim["node_id"]]
         finally:
