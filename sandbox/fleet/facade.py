@@ -258,13 +258,17 @@ class FleetAudit:
             ),
             return_exceptions=True,
         )
-        silent = [h.name for h, r in zip(hosts, replies, strict=True) if not isinstance(r, Reply)]
+        silent = []
+        for host, reply in zip(hosts, replies, strict=True):
+            if not isinstance(reply, Reply):
+                logger.warning("fleet host %s gave no audit records: %r", host.name, reply)
+                silent.append(host.name)
         if silent:
             raise SandboxTimeoutError(
-                f"fleet host(s) {', '.join(silent)} did not give their audit records within "
-                f"{timeout:g} s, so the answer would miss them; a host that stops answering is "
-                f"out of rotation after {self.router.config.health.missed_heartbeats} missed "
-                "heartbeats (its records are then left out): retry"
+                f"fleet host(s) {', '.join(silent)} did not answer the audit query within "
+                f"{timeout:g} s, so the answer would miss their records; a host that stops "
+                f"answering is out of rotation after {self.router.config.health.missed_heartbeats}"
+                " missed heartbeats (its records are then left out): retry"
             )
         records = [r for reply in replies if isinstance(reply, Reply) for r in reply.unwrap()]
         return sorted(records, key=lambda r: r.time, reverse=True)[:limit]
