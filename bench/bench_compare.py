@@ -37,8 +37,10 @@ from bench.common import (
     evaluate,
     measure_http,
     measure_posts,
+    open_session,
     save_results,
     small_batch,
+    step_path,
 )
 
 WARM = 8
@@ -53,12 +55,10 @@ def judged_per_second(url: str, count: int) -> float:
     return count / elapsed
 
 
-async def open_session(url: str) -> str:
+async def session_steps(url: str) -> str:
     """A session on ``url``'s default policy; the path its steps are posted to."""
     async with httpx.AsyncClient(base_url=url, timeout=120) as http:
-        created = await http.post("/v1/sessions", json={})
-        created.raise_for_status()
-        return f"/v1/sessions/{created.json()['id']}/exec"
+        return step_path(await open_session(http))
 
 
 async def measure_round(
@@ -88,7 +88,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for service in services.values():
             await asyncio.to_thread(service.wait_ready)
-        sessions = {side: await open_session(services[side].url) for side in services}
+        sessions = {side: await session_steps(services[side].url) for side in services}
         for side, service in services.items():  # warm-up: every pool container used once
             await measure_http(service.url, 8, 64)
             await asyncio.to_thread(judged_per_second, service.url, 64)

@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import HttpConnection, Service, save_results
+from bench.common import HttpConnection, Service, measure_calls, save_results
+from sandbox.host.launcher import free_port
 
 REFUSED_BODY = b'{"language": "python"}'
 # A bare ASGI app: drain the body, answer a fixed 422 of the shape ours sends.
@@ -49,13 +50,6 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", a
 """
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 async def wait_listening(port: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -73,26 +67,22 @@ async def wait_listening(port: int, timeout: float = 30.0) -> None:
 async def measure(port: int, process: psutil.Process, requests: int) -> dict[str, float]:
     """``requests`` refused POSTs in a closed loop: p50 ms and the server's CPU ms each."""
     connection = await HttpConnection.open("127.0.0.1", port)
+
+    def refused(answer: tuple[int, bytes]) -> None:
+        if answer[0] != 422:
+            raise RuntimeError(f"expected a 422, got {answer[0]}: {answer[1][:300]!r}")
+
+    def post() -> Awaitable[tuple[int, bytes]]:
+        return connection.post("/v1/run", REFUSED_BODY)
+
     try:
-        for _ in range(100):  # warm-up
-            await connection.post("/v1/run", REFUSED_BODY)
-        latencies = []
-        times = process.cpu_times()
-        before = times.user + times.system
-        for _ in range(requests):
-            started = time.perf_counter()
-            status, _ = await connection.post("/v1/run", REFUSED_BODY)
-            latencies.append(time.perf_counter() - started)
-            if status != 422:
-                raise RuntimeError(f"expected a 422, got {status}")
-        times = process.cpu_times()
-        cpu = times.user + times.system - before
+        await measure_calls([post], 100, refused)  # warm-up
+        before = sum(process.cpu_times()[:2])  # user + system
+        figures = await measure_calls([post], requests, refused)
+        cpu = sum(process.cpu_times()[:2]) - before
     finally:
         connection.close()
-    return {
-        "p50_ms": statistics.median(latencies) * 1000,
-        "server_cpu_ms": cpu / requests * 1000,
-    }
+    return {"p50_ms": figures["p50_ms"], "server_cpu_ms": cpu / requests * 1000}
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:

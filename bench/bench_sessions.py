@@ -46,8 +46,10 @@ from bench.common import (
     measure_calls,
     measure_http,
     measure_posts,
+    open_session,
     report_table,
     save_results,
+    step_path,
 )
 from sandbox.backends.docker import DockerBackend, DockerSandbox
 from sandbox.core.execution import exec_limits, sandbox_env
@@ -128,21 +130,17 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "refill": {s: {} for s in ("api", "docker_run")},
     }
     sandboxes: list[DockerSandbox] = []
-    session_ids: list[str] = []
     holder = None
     service = Service(warm=8)
     try:
         await asyncio.to_thread(service.wait_ready)
         async with httpx.AsyncClient(base_url=service.url, timeout=120) as http:
-            for _ in range(8):
-                created = await http.post("/v1/sessions", json={})
-                created.raise_for_status()
-                session_ids.append(created.json()["id"])
+            session_ids = [await open_session(http) for _ in range(8)]
             sandboxes = [await backend.create(image, policy) for _ in range(8)]
             holder = client.containers.run(
                 image, ["sleep", "infinity"], detach=True, network_disabled=True, remove=True
             )
-            exec_paths = [f"/v1/sessions/{session_id}/exec" for session_id in session_ids]
+            exec_paths = [step_path(session_id) for session_id in session_ids]
             await measure_posts(service.url, exec_paths, STEP_BODY, "hi\n", 32)  # warm-up
             await measure_runner_exec(sandboxes, 32)
             for concurrency in (1, 8):

@@ -34,6 +34,18 @@ STEP = "echo hi"
 STEP_BODY = json.dumps({"command": STEP}).encode()
 
 
+async def open_session(http: httpx.AsyncClient) -> str:
+    """A new session on the service's default policy; its id."""
+    created = await http.post("/v1/sessions", json={})
+    created.raise_for_status()
+    return str(created.json()["id"])
+
+
+def step_path(session_id: str) -> str:
+    """Where a session's steps are posted."""
+    return f"/v1/sessions/{session_id}/exec"
+
+
 class Service(ServiceProcess):
     """``sandbox serve`` with a default policy sized for a benchmark, and state of its own
     (its audit log starts empty, shared with no other service on the machine)."""

@@ -33,7 +33,6 @@ from sandbox.errors import (
 from sandbox.fleet.admission import Admission
 from sandbox.fleet.config import FleetConfig
 from sandbox.fleet.router import NAMESPACE, FleetStatus, Host, Router
-from sandbox.fleet.wire import Reply
 from sandbox.judge.batches import Evaluator
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult, note_verdict, unjudged
 from sandbox.policy import Policy, load_policy_dir, stamp_versions
@@ -249,28 +248,18 @@ class FleetAudit:
         answered as the whole, nor waited for without end. Once its heartbeats have taken
         it out of rotation, its records are left out and the query answers again.
         """
-        hosts = self.router.healthy()
-        timeout = self.router.answer_timeout_s
-        replies: list[Reply | BaseException] = await asyncio.gather(
-            *(
-                asyncio.wait_for(h.actor.audit_query.remote(limit=limit, **filters), timeout)
-                for h in hosts
-            ),
-            return_exceptions=True,
+        answered, silent = await self.router.ask_healthy(
+            "audit records", lambda actor: actor.audit_query.remote(limit=limit, **filters)
         )
-        silent = []
-        for host, reply in zip(hosts, replies, strict=True):
-            if not isinstance(reply, Reply):
-                logger.warning("fleet host %s gave no audit records: %r", host.name, reply)
-                silent.append(host.name)
         if silent:
             raise SandboxTimeoutError(
                 f"fleet host(s) {', '.join(silent)} did not answer the audit query within "
-                f"{timeout:g} s, so the answer would miss their records; a host that stops "
-                f"answering is out of rotation after {self.router.config.health.missed_heartbeats}"
-                " missed heartbeats (its records are then left out): retry"
+                f"{self.router.answer_timeout_s:g} s, so the answer would miss their records; a "
+                "host that stops answering is out of rotation after "
+                f"{self.router.config.health.missed_heartbeats} missed heartbeats (its records "
+                "are then left out): retry"
             )
-        records = [r for reply in replies if isinstance(reply, Reply) for r in reply.unwrap()]
+        records = [r for reply in answered.values() for r in reply.unwrap()]
         return sorted(records, key=lambda r: r.time, reverse=True)[:limit]
 
 

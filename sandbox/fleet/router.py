@@ -662,17 +662,7 @@ class Router:
             for klass, length in self.scheduler_stats().queued.items():
                 QUEUED.labels(klass).set(length)
         QUEUE_MAX.set(self.config.queue.max_waiting)
-        hosts = self.healthy()
-        texts = await asyncio.gather(
-            *(asyncio.wait_for(h.actor.metrics.remote(), self.answer_timeout_s) for h in hosts),
-            return_exceptions=True,
-        )
-        answered: dict[str, bytes] = {}
-        for host, text in zip(hosts, texts, strict=True):
-            if isinstance(text, bytes):
-                answered[host.name] = text
-            else:
-                logger.warning("fleet host %s gave no metrics: %r", host.name, text)
+        answered, _ = await self.ask_healthy("metrics", lambda actor: actor.metrics.remote())
         return metrics.merge(metrics.exposition(), answered)
 
     @property
@@ -680,6 +670,27 @@ class Router:
         """How long a healthy host may take to answer a read (metrics, audit): the time
         after which its missed heartbeats take it out of rotation."""
         return self.heartbeat_s * self.config.health.missed_heartbeats
+
+    async def ask_healthy(
+        self, what: str, call: Callable[[Any], Any]
+    ) -> tuple[dict[str, Any], list[str]]:
+        """``call`` on every healthy host's agent at once, each given :attr:`answer_timeout_s`:
+        the answers by host name, and the names of the hosts that gave none (each logged as
+        giving no ``what``)."""
+        hosts = self.healthy()
+        answers = await asyncio.gather(
+            *(asyncio.wait_for(call(h.actor), self.answer_timeout_s) for h in hosts),
+            return_exceptions=True,
+        )
+        answered: dict[str, Any] = {}
+        silent: list[str] = []
+        for host, answer in zip(hosts, answers, strict=True):
+            if isinstance(answer, BaseException):
+                logger.warning("fleet host %s gave no %s: %r", host.name, what, answer)
+                silent.append(host.name)
+            else:
+                answered[host.name] = answer
+        return answered, silent
 
     # ------------------------------------------------------------------ operations
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import docker
 import pytest
 
+from sandbox.backends.base import JUDGE_DIR, WORKDIR
 from sandbox.backends.docker import (
     LABEL_MANAGED,
     LABEL_OWNER,
@@ -122,7 +123,7 @@ async def run(
             env=BASE_ENV,
             files={"main.py": code.encode(), **(files or {})},
             role=role,
-            cwd="/judge" if role == "judge" else "/workspace",
+            cwd=JUDGE_DIR if role == "judge" else WORKDIR,
         )
 
 
