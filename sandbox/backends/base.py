@@ -57,6 +57,26 @@ class Sandbox(ABC):
         """
 
     @abstractmethod
+    async def exec_cases(
+        self,
+        argv: Sequence[str],
+        stdins: Sequence[bytes],
+        *,
+        limits: ExecLimits,
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, bytes] | None = None,
+        reset_after: bool = False,
+    ) -> list[ExecResult]:
+        """Run ``argv`` once per entry of ``stdins``, in turn, in one request to the sandbox.
+
+        Each run is what :meth:`exec` would make of it (its own processes and limits,
+        leftovers killed after it); ``files`` are written before the first. One result per
+        stdin, in order. A container that the OOM killer took with it (gVisor) cannot say
+        which run did it: every result is then the memory limit's.
+        """
+
+    @abstractmethod
     async def reset(self) -> list[str]:
         """Kill leftovers, wipe writable directories and verify; returns the problems found."""
 

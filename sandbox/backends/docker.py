@@ -92,6 +92,8 @@ RUNSC_MEMORY_OVERHEAD_SHARE = 0.25
 
 # How long the runner may take to answer beyond the execution's own wall limit.
 REPLY_MARGIN_S = 10.0
+# What one case of exec_cases may take beyond its wall limit (its set-up, its collection).
+CASE_MARGIN_S = 1.0
 HELLO_TIMEOUT_S = 30.0
 RESET_TIMEOUT_S = 15.0
 
@@ -301,13 +303,57 @@ class DockerSandbox(Sandbox):
         role: str = "sandbox",
         channel: bool = False,
     ) -> ExecResult:
-        message = {
+        message = self._exec_message(argv, limits, cwd, env, files, reset_after, role)
+        message.update(stdin=base64.b64encode(stdin).decode(), fetch=list(fetch))
+        message["keep_processes"] = keep_processes
+        if channel:
+            message["channel"] = True
+        if peer is not None:
+            message["peer"] = {
+                "argv": list(peer["argv"]),
+                "cwd": peer.get("cwd", WORKDIR),
+                "env": {**(peer.get("env") or {}), **self.extra_env},
+                "files": _wire_files(peer.get("files")),
+            }
+        reply = await self._exec_call(message, limits.wall_s, reset_after)
+        return reply if isinstance(reply, ExecResult) else _result_from_reply(reply, argv)
+
+    async def exec_cases(
+        self,
+        argv: Sequence[str],
+        stdins: Sequence[bytes],
+        *,
+        limits: ExecLimits,
+        cwd: str = WORKDIR,
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, bytes] | None = None,
+        reset_after: bool = False,
+    ) -> list[ExecResult]:
+        message = self._exec_message(argv, limits, cwd, env, files, reset_after, "sandbox")
+        message["stdins"] = [base64.b64encode(stdin).decode() for stdin in stdins]
+        wall_s = (limits.wall_s + CASE_MARGIN_S) * len(stdins)
+        reply = await self._exec_call(message, wall_s, reset_after)
+        if isinstance(reply, ExecResult):  # which case it was, the lost container cannot say
+            return [reply] * len(stdins)
+        return [_result_from_reply(case, argv) for case in reply["cases"]]
+
+    def _exec_message(
+        self,
+        argv: Sequence[str],
+        limits: ExecLimits,
+        cwd: str,
+        env: Mapping[str, str] | None,
+        files: Mapping[str, bytes] | None,
+        reset_after: bool,
+        role: str,
+    ) -> dict[str, Any]:
+        """The runner's ``exec`` request, short of what only :meth:`exec` sends."""
+        return {
             "role": role,
             "op": "exec",
             "argv": list(argv),
             "cwd": cwd,
             "env": {**(env or {}), **self.extra_env},
-            "stdin": base64.b64encode(stdin).decode(),
             "files": _wire_files(files),
             "limits": {
                 "wall_s": limits.wall_s,
@@ -318,21 +364,15 @@ class DockerSandbox(Sandbox):
                 "fsize_bytes": limits.fsize_bytes,
                 **({"memory_bytes": limits.memory_bytes} if limits.memory_bytes else {}),
             },
-            "fetch": list(fetch),
-            "keep_processes": keep_processes,
             "reset_after": reset_after,
         }
-        if channel:
-            message["channel"] = True
-        if peer is not None:
-            message["peer"] = {
-                "argv": list(peer["argv"]),
-                "cwd": peer.get("cwd", WORKDIR),
-                "env": {**(peer.get("env") or {}), **self.extra_env},
-                "files": _wire_files(peer.get("files")),
-            }
+
+    async def _exec_call(
+        self, message: dict[str, Any], wall_s: float, reset_after: bool
+    ) -> dict[str, Any] | ExecResult:
+        """The runner's reply to an ``exec``, or the result of a container the OOM killer took."""
         try:
-            reply = await self._call(message, limits.wall_s + REPLY_MARGIN_S, follow_up=reset_after)
+            reply = await self._call(message, wall_s + REPLY_MARGIN_S, follow_up=reset_after)
         except ContainerLostError:
             # Under gVisor the whole sandbox is one process to the host's OOM killer:
             # a program past the runner's check (a fork bomb outrunning it) takes the
@@ -341,7 +381,7 @@ class DockerSandbox(Sandbox):
                 return ExecResult(status=ExecStatus.MEMORY_LIMIT, reason="container_oom")
             raise
         self._reset_pending = reset_after
-        return _result_from_reply(reply, argv)
+        return reply
 
     async def oom_killed(self) -> bool:
         """Whether the host's OOM killer struck this container: the kernel's record of its

@@ -516,6 +516,18 @@ class Judge:
         case_limits = limits.model_copy(update={"wall_s": test_timeout})
         results: list[TestResult] = []
         files: dict[str, bytes] | None = None if language.compiled else language.files(source)
+        if not request.early_stop:  # every case runs: all of them in one request
+            runs = await sandbox.exec_cases(
+                list(language.run),
+                [case.stdin.encode() for case in tests.cases],
+                limits=case_limits,
+                env=env,
+                files=files,
+                reset_after=True,
+            )
+            for name, case, run in zip(names, tests.cases, runs, strict=True):
+                results.append(self._io_verdict(name, case, run, tests, token))
+            return score(request, results, started=started)
         for index, case in enumerate(tests.cases):
             if request.early_stop and results and results[-1].verdict is not TestVerdict.PASSED:
                 results.append(

@@ -16,7 +16,10 @@ from:
 - ``exec``: run a program as an untrusted uid (Python fast path for
   ``python3 script.py``), with limits, optionally with a ``peer`` (judge and
   candidate joined by a socket); see :mod:`runner.execute`. With
-  ``reset_after`` a second frame follows the reply: the reset's outcome.
+  ``reset_after`` a second frame follows the reply: the reset's outcome. With
+  ``stdins`` (a list) it runs once per stdin, in turn, each run as a separate
+  ``exec`` would be (its own process, its limits, leftovers killed after it; the
+  files written by the first), and the reply's ``cases`` holds their results.
 - ``reset`` / ``verify``: kill, wipe and verify; see :mod:`runner.reset`.
 
 It exits when stdin closes, i.e. when the service that attached to it is gone.
@@ -42,7 +45,7 @@ from .zygote import Zygote
 if TYPE_CHECKING:
     from typing import Any
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 SPARES_AHEAD = 1
 
 
@@ -78,6 +81,8 @@ class Runner:
                 "socket": self.config.socket_path,
             }
         if op == "exec":
+            if "stdins" in request:
+                return {"cases": self._exec_cases(request)}
             return self.executor.run(request)
         none_left, self.executor.none_left = self.executor.none_left, False
         if op == "reset":
@@ -91,6 +96,18 @@ class Runner:
             problems = verify(self.config)
             return {"clean": not problems, "problems": problems}
         raise ValueError(f"unknown op {op!r}")
+
+    def _exec_cases(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Run ``request`` once per entry of its ``stdins``: one message for a judge's cases."""
+        stdins: list[str] = request["stdins"]
+        replies = []
+        for index, stdin in enumerate(stdins):
+            if index:
+                # A spare warming ahead of the next case, as serve keeps between requests.
+                self.zygote.request_spares(1 + SPARES_AHEAD)
+            case = {**request, "stdin": stdin, "files": request.get("files") if not index else []}
+            replies.append(self.executor.run(case))
+        return replies
 
     def serve(self, in_fd: int, out_fd: int) -> None:
         spares = 1 + SPARES_AHEAD

@@ -684,3 +684,68 @@ async def test_service_applies_lowered_limits(service: ExecutionService) -> None
     assert result.status == ExecStatus.TIMEOUT
     assert result.stdout == b"start\n"
     assert result.usage.wall_s < 2.5
+
+
+# One program for every case of exec_cases: what a case finds tells whether it ran alone.
+CASE_PROBE = """
+import builtins, os, subprocess, sys, time
+case = sys.stdin.read().strip()
+left = [p for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/cmdline")
+        and b"sleep" in open(f"/proc/{p}/cmdline", "rb").read()]
+print(case, hasattr(builtins, "MARKED"), os.path.exists("note.txt"), len(left), flush=True)
+builtins.MARKED = True  # in this interpreter only, if each case has its own
+if case == "write":
+    open("note.txt", "w").write("from the first case")
+elif case == "daemon":
+    subprocess.Popen(["sleep", "300"], start_new_session=True)
+elif case == "hang":
+    time.sleep(30)
+"""
+
+
+async def test_cases_in_one_request_run_as_separate_executions(
+    pool: Pool, python_image: str, policy: Policy
+) -> None:
+    """``exec_cases``: one request to the runner, each case its own process with its own stdin
+    and wall limit, leftovers killed before the next, the files written once, results in order;
+    the same outcomes as one ``exec`` per case."""
+    limits = exec_limits(policy, LimitOverrides(wall_time_s=1.0))
+    stdins = [b"write", b"daemon", b"hang", b"after", b"last"]
+    async with pool.lease(python_image, policy, TENANT) as lease:
+        runs = await lease.sandbox.exec_cases(
+            ["python3", "main.py"],
+            stdins,
+            limits=limits,
+            env=dict(BASE_ENV),
+            files={"main.py": CASE_PROBE.encode()},
+            reset_after=True,
+        )
+    assert [run.status for run in runs] == [
+        ExecStatus.OK,
+        ExecStatus.OK,
+        ExecStatus.TIMEOUT,
+        ExecStatus.OK,
+        ExecStatus.OK,
+    ], runs
+    assert runs[2].reason == "wall_time" and 1.0 <= runs[2].usage.wall_s < 2.5, runs[2]
+    # No case sees another's interpreter, nor the daemon once its case is over; the
+    # workspace carries over, as it does from one exec to the next within a lease.
+    assert [run.stdout for run in runs] == [
+        b"write False False 0\n",
+        b"daemon False True 0\n",
+        b"hang False True 0\n",
+        b"after False True 0\n",
+        b"last False True 0\n",
+    ]
+    async with pool.lease(python_image, policy, TENANT) as lease:
+        one_by_one = [
+            await lease.sandbox.exec(
+                ["python3", "main.py"],
+                limits=limits,
+                stdin=stdin,
+                env=dict(BASE_ENV),
+                files={"main.py": CASE_PROBE.encode()} if not index else None,
+            )
+            for index, stdin in enumerate(stdins)
+        ]
+    assert [observed(run) for run in one_by_one] == [observed(run) for run in runs]
