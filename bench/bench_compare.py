@@ -9,6 +9,8 @@ the other, in alternating order:
 - ``run_c1`` / ``run_c8``: ``POST /v1/run`` ``print(1)`` at concurrency 1 and 8;
 - ``evaluate``: one ``POST /v1/evaluate`` of 1,024 small submissions with an I/O test
   (``--batch``), ``concurrency`` 8;
+- ``evaluate_cases``: the same number of I/O tests, as a tenth as many submissions with
+  ten tests each: tests judged per second;
 - ``session_c1``: one agent step (``bash -c 'echo hi'``) in an open session, one at a time.
 
 The report gives each side's median over the rounds (and the rounds' spread) and the
@@ -46,13 +48,14 @@ from bench.common import (
 WARM = 8
 
 
-def judged_per_second(url: str, count: int) -> float:
-    """One ``/v1/evaluate`` of :func:`small_batch` ``count``, concurrency 8; all must pass."""
-    elapsed, lines = evaluate(url, small_batch(count), 8)
+def judged_per_second(url: str, count: int, cases: int = 1) -> float:
+    """One ``/v1/evaluate`` of :func:`small_batch` ``count`` (``cases`` tests each),
+    concurrency 8; all must pass. Tests judged per second."""
+    elapsed, lines = evaluate(url, small_batch(count, cases), 8)
     passed = sum(1 for line in lines[:-1] if (line.get("result") or {}).get("reward") == 1.0)
     if passed != count:
         raise RuntimeError(f"{count - passed} items did not pass: {lines[:2]}")
-    return count / elapsed
+    return count * cases / elapsed
 
 
 async def session_steps(url: str) -> str:
@@ -67,6 +70,7 @@ async def measure_round(
     c1 = await measure_http(service.url, 1, args.requests)
     c8 = await measure_http(service.url, 8, args.requests)
     batch = await asyncio.to_thread(judged_per_second, service.url, args.batch)
+    cases = await asyncio.to_thread(judged_per_second, service.url, args.batch // 10, 10)
     step = await measure_posts(service.url, [session], STEP_BODY, "hi\n", args.requests)
     return {
         "run_c1_p50_ms": c1["p50_ms"],
@@ -74,6 +78,7 @@ async def measure_round(
         "run_c8_p50_ms": c8["p50_ms"],
         "run_c8_per_s": c8["throughput_per_s"],
         "evaluate_per_s": batch,
+        "evaluate_cases_per_s": cases,
         "session_c1_p50_ms": step["p50_ms"],
     }
 

@@ -213,12 +213,18 @@ def summarise(latencies: list[float], elapsed: float) -> dict[str, float]:
     }
 
 
-def small_batch(count: int) -> list[dict[str, Any]]:
-    """``count`` small ``/v1/evaluate`` items: read a number, print it plus the index (I/O)."""
+def small_batch(count: int, cases: int = 1) -> list[dict[str, Any]]:
+    """``count`` small ``/v1/evaluate`` items: read a number, print it plus the index, with
+    ``cases`` I/O tests each (stdin 1, 2, ...)."""
     return [
         {
             "code": f"print({i} + int(input()))",
-            "tests": {"kind": "io", "cases": [{"stdin": "1", "expected_stdout": str(i + 1)}]},
+            "tests": {
+                "kind": "io",
+                "cases": [
+                    {"stdin": str(j), "expected_stdout": str(i + j)} for j in range(1, cases + 1)
+                ],
+            },
         }
         for i in range(count)
     ]
