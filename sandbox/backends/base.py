@@ -67,13 +67,16 @@ class Sandbox(ABC):
         env: Mapping[str, str] | None = None,
         files: Mapping[str, bytes] | None = None,
         reset_after: bool = False,
+        stop_on_failure: bool = False,
     ) -> list[ExecResult]:
         """Run ``argv`` once per entry of ``stdins``, in turn, in one request to the sandbox.
 
         Each run is what :meth:`exec` would make of it (its own processes and limits,
         leftovers killed after it); ``files`` are written before the first. One result per
-        stdin, in order. A container that the OOM killer took with it (gVisor) cannot say
-        which run did it: every result is then the memory limit's.
+        stdin, in order; with ``stop_on_failure`` none after the first run whose status is
+        not ``ok`` (a non-zero exit, a timeout, a limit). A container that the OOM killer
+        took with it (gVisor) cannot say which run did it: every result is then the
+        memory limit's.
         """
 
     @abstractmethod

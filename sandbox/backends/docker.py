@@ -328,14 +328,22 @@ class DockerSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         files: Mapping[str, bytes] | None = None,
         reset_after: bool = False,
+        stop_on_failure: bool = False,
     ) -> list[ExecResult]:
         message = self._exec_message(argv, limits, cwd, env, files, reset_after, "sandbox")
         message["stdins"] = [base64.b64encode(stdin).decode() for stdin in stdins]
+        message["stop_on_failure"] = stop_on_failure
         wall_s = (limits.wall_s + CASE_MARGIN_S) * len(stdins)
         reply = await self._exec_call(message, wall_s, reset_after)
         if isinstance(reply, ExecResult):  # which case it was, the lost container cannot say
             return [reply] * len(stdins)
-        return [_result_from_reply(case, argv) for case in reply["cases"]]
+        results = [_result_from_reply(case, argv) for case in reply["cases"]]
+        stopped = stop_on_failure and results and results[-1].status is not ExecStatus.OK
+        if len(results) != len(stdins) and not stopped:
+            raise ContainerLostError(
+                f"runner in {self.id[:12]} answered {len(results)} of {len(stdins)} cases"
+            )
+        return results
 
     def _exec_message(
         self,

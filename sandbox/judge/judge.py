@@ -516,34 +516,34 @@ class Judge:
         case_limits = limits.model_copy(update={"wall_s": test_timeout})
         results: list[TestResult] = []
         files: dict[str, bytes] | None = None if language.compiled else language.files(source)
-        if not request.early_stop:  # every case runs: all of them in one request
+        # One request runs every case; with early stop, requests of 1, 2, 4, ... cases,
+        # each ended by the runner at its first run that fails to exit 0, so that at most
+        # the cases of one request run past a wrong answer, and none past a crash or a timeout.
+        size = 1 if request.early_stop else len(tests.cases)
+        while len(results) < len(tests.cases):
+            if request.early_stop and results and results[-1].verdict is not TestVerdict.PASSED:
+                break
+            first = len(results)
+            part = tests.cases[first : first + size]
             runs = await sandbox.exec_cases(
                 list(language.run),
-                [case.stdin.encode() for case in tests.cases],
+                [case.stdin.encode() for case in part],
                 limits=case_limits,
                 env=env,
                 files=files,
-                reset_after=True,
-            )
-            for name, case, run in zip(names, tests.cases, runs, strict=True):
-                results.append(self._io_verdict(name, case, run, tests, token))
-            return score(request, results, started=started)
-        for index, case in enumerate(tests.cases):
-            if request.early_stop and results and results[-1].verdict is not TestVerdict.PASSED:
-                results.append(
-                    TestResult(name=names[index], verdict=TestVerdict.SKIPPED, weight=case.weight)
-                )
-                continue
-            run = await sandbox.exec(
-                list(language.run),
-                limits=case_limits,
-                stdin=case.stdin.encode(),
-                env=env,
-                files=files,
-                reset_after=index == len(tests.cases) - 1,  # the lease's reset starts now
+                reset_after=first + len(part) == len(tests.cases),  # the lease's reset starts now
+                stop_on_failure=request.early_stop,
             )
             files = None  # written once; the same files serve every case
-            results.append(self._io_verdict(names[index], case, run, tests, token))
+            for name, case, run in zip(names[first:], part, runs, strict=False):
+                results.append(self._io_verdict(name, case, run, tests, token))
+                if request.early_stop and results[-1].verdict is not TestVerdict.PASSED:
+                    break
+            size *= 2
+        results += [
+            TestResult(name=name, verdict=TestVerdict.SKIPPED, weight=case.weight)
+            for name, case in zip(names[len(results) :], tests.cases[len(results) :], strict=True)
+        ]
         return score(request, results, started=started)
 
     @staticmethod

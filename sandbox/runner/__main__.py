@@ -19,7 +19,8 @@ from:
   ``reset_after`` a second frame follows the reply: the reset's outcome. With
   ``stdins`` (a list) it runs once per stdin, in turn, each run as a separate
   ``exec`` would be (its own process, its limits, leftovers killed after it; the
-  files written by the first), and the reply's ``cases`` holds their results.
+  files written by the first), and the reply's ``cases`` holds their results (with
+  ``stop_on_failure``, up to the first whose status is not ``ok``).
 - ``reset`` / ``verify``: kill, wipe and verify; see :mod:`runner.reset`.
 
 It exits when stdin closes, i.e. when the service that attached to it is gone.
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from . import procs
 from .config import Config
-from .execute import Executor
+from .execute import OK, Executor
 from .protocol import ProtocolError, read_frame, write_frame
 from .reset import reset, verify
 from .zygote import Zygote
@@ -107,6 +108,8 @@ class Runner:
                 self.zygote.request_spares(1 + SPARES_AHEAD)
             case = {**request, "stdin": stdin, "files": request.get("files") if not index else []}
             replies.append(self.executor.run(case))
+            if request.get("stop_on_failure") and replies[-1].get("status") != OK:
+                break
         return replies
 
     def serve(self, in_fd: int, out_fd: int) -> None:

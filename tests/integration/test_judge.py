@@ -243,6 +243,23 @@ async def test_early_stop_skips_the_rest_of_the_io_cases(judge: Judge) -> None:
     assert without.reward == pytest.approx(2 / 3)
 
 
+async def test_early_stop_in_the_middle_of_a_request_of_cases(judge: Judge) -> None:
+    """Early stop sends the cases in requests of 1, 2, 4, ...: a failure inside one (here the
+    4th case, in the third request) still skips every case after it, whether a wrong
+    answer (the request's other cases ran, and are not counted) or a timeout."""
+    cases = [{"stdin": f"{x}\n", "expected_stdout": f"{x * x}\n"} for x in range(1, 8)]
+    tests = {"kind": "io", "cases": cases}
+    wrong = "x = int(input())\nprint(0 if x == 4 else x * x)\n"
+    result = await run(judge, wrong, tests, reward="fraction", early_stop=True)
+    assert verdicts(result) == ["passed"] * 3 + ["wrong_answer"] + ["skipped"] * 3, result
+    assert result.reward == pytest.approx(3 / 7)
+    hangs = "import time\nx = int(input())\nif x >= 4: time.sleep(60)\nprint(x * x)\n"
+    result = await run(judge, hangs, tests, reward="fraction", early_stop=True, test_timeout_s=1.0)
+    assert verdicts(result) == ["passed"] * 3 + ["timeout"] + ["skipped"] * 3, result
+    without = await run(judge, wrong, {"kind": "io", "cases": cases}, reward="fraction")
+    assert verdicts(without) == ["passed"] * 3 + ["wrong_answer"] + ["passed"] * 3, without
+
+
 async def test_early_stop_skips_the_rest_of_the_function_cases(judge: Judge) -> None:
     code = "def square(x):\n    return 0 if x == 1 else x * x\n"
     result = await run(judge, code, SQUARE_FUNCTION, reward="fraction", early_stop=True)

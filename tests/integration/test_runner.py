@@ -749,3 +749,14 @@ async def test_cases_in_one_request_run_as_separate_executions(
             for index, stdin in enumerate(stdins)
         ]
     assert [observed(run) for run in one_by_one] == [observed(run) for run in runs]
+    # stop_on_failure: no case runs after the first that does not exit 0.
+    async with pool.lease(python_image, policy, TENANT) as lease:
+        stopped = await lease.sandbox.exec_cases(
+            ["python3", "main.py"],
+            [b"write", b"hang", b"after"],
+            limits=limits,
+            env=dict(BASE_ENV),
+            files={"main.py": CASE_PROBE.encode()},
+            stop_on_failure=True,
+        )
+    assert [run.status for run in stopped] == [ExecStatus.OK, ExecStatus.TIMEOUT], stopped
