@@ -10,7 +10,8 @@ the other, in alternating order:
 - ``evaluate``: one ``POST /v1/evaluate`` of 1,024 small submissions with an I/O test
   (``--batch``), ``concurrency`` 8;
 - ``evaluate_cases``: the same number of I/O tests, as a tenth as many submissions with
-  ten tests each: tests judged per second;
+  ten tests each: tests judged per second; ``evaluate_cases_early_stop`` the same with
+  ``early_stop`` (every test passes, so every one runs);
 - ``session_c1``: one agent step (``bash -c 'echo hi'``) in an open session, one at a time.
 
 The report gives each side's median over the rounds (and the rounds' spread) and the
@@ -48,10 +49,10 @@ from bench.common import (
 WARM = 8
 
 
-def judged_per_second(url: str, count: int, cases: int = 1) -> float:
+def judged_per_second(url: str, count: int, cases: int = 1, early_stop: bool = False) -> float:
     """One ``/v1/evaluate`` of :func:`small_batch` ``count`` (``cases`` tests each),
     concurrency 8; all must pass. Tests judged per second."""
-    elapsed, lines = evaluate(url, small_batch(count, cases), 8)
+    elapsed, lines = evaluate(url, small_batch(count, cases), 8, early_stop=early_stop)
     passed = sum(1 for line in lines[:-1] if (line.get("result") or {}).get("reward") == 1.0)
     if passed != count:
         raise RuntimeError(f"{count - passed} items did not pass: {lines[:2]}")
@@ -71,6 +72,9 @@ async def measure_round(
     c8 = await measure_http(service.url, 8, args.requests)
     batch = await asyncio.to_thread(judged_per_second, service.url, args.batch)
     cases = await asyncio.to_thread(judged_per_second, service.url, args.batch // 10, 10)
+    stopping = await asyncio.to_thread(
+        judged_per_second, service.url, args.batch // 10, 10, early_stop=True
+    )
     step = await measure_posts(service.url, [session], STEP_BODY, "hi\n", args.requests)
     return {
         "run_c1_p50_ms": c1["p50_ms"],
@@ -79,6 +83,7 @@ async def measure_round(
         "run_c8_per_s": c8["throughput_per_s"],
         "evaluate_per_s": batch,
         "evaluate_cases_per_s": cases,
+        "evaluate_cases_early_stop_per_s": stopping,
         "session_c1_p50_ms": step["p50_ms"],
     }
 

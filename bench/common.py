@@ -231,11 +231,11 @@ def small_batch(count: int, cases: int = 1) -> list[dict[str, Any]]:
 
 
 def evaluate(
-    url: str, items: list[dict[str, Any]], concurrency: int
+    url: str, items: list[dict[str, Any]], concurrency: int, *, early_stop: bool = False
 ) -> tuple[float, list[dict[str, Any]]]:
     """One ``POST /v1/evaluate`` batch: its seconds and its NDJSON lines (summary last)."""
     started = time.perf_counter()
-    body = {"items": items, "concurrency": concurrency}
+    body = {"items": items, "concurrency": concurrency, "early_stop": early_stop}
     with httpx.stream("POST", url + "/v1/evaluate", json=body, timeout=600) as response:
         response.raise_for_status()
         lines = [json.loads(line) for line in response.iter_lines() if line.strip()]
