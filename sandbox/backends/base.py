@@ -69,7 +69,8 @@ class Sandbox(ABC):
         reset_after: bool = False,
         stop_on_failure: bool = False,
     ) -> list[ExecResult]:
-        """Run ``argv`` once per entry of ``stdins``, in turn, in one request to the sandbox.
+        """Run ``argv`` once per entry of ``stdins``, in turn, in as few requests to the
+        sandbox as the output they may bring back allows.
 
         Each run is what :meth:`exec` would make of it (its own processes and limits,
         leftovers killed after it); ``files`` are written before the first. One result per

@@ -94,6 +94,10 @@ RUNSC_MEMORY_OVERHEAD_SHARE = 0.25
 REPLY_MARGIN_S = 10.0
 # What one case of exec_cases may take beyond its wall limit (its set-up, its collection).
 CASE_MARGIN_S = 1.0
+# The most output (stdout and stderr caps) one exec_cases request may bring back: its cases
+# go in as many requests as that takes (4 cases a request with the default 1 MB caps), so
+# that the runner's reply, in the sandbox's memory, stays within a few times one exec's.
+CASES_REPLY_BYTES = 8 << 20
 HELLO_TIMEOUT_S = 30.0
 RESET_TIMEOUT_S = 15.0
 
@@ -330,19 +334,31 @@ class DockerSandbox(Sandbox):
         reset_after: bool = False,
         stop_on_failure: bool = False,
     ) -> list[ExecResult]:
-        message = self._exec_message(argv, limits, cwd, env, files, reset_after, "sandbox")
-        message["stdins"] = [base64.b64encode(stdin).decode() for stdin in stdins]
-        message["stop_on_failure"] = stop_on_failure
-        wall_s = (limits.wall_s + CASE_MARGIN_S) * len(stdins)
-        reply = await self._exec_call(message, wall_s, reset_after)
-        if isinstance(reply, ExecResult):  # which case it was, the lost container cannot say
-            return [reply] * len(stdins)
-        results = [_result_from_reply(case, argv) for case in reply["cases"]]
-        stopped = stop_on_failure and results and results[-1].status is not ExecStatus.OK
-        if len(results) != len(stdins) and not stopped:
-            raise ContainerLostError(
-                f"runner in {self.id[:12]} answered {len(results)} of {len(stdins)} cases"
+        # In requests of at most CASES_REPLY_BYTES of output: what one reply may hold.
+        size = max(1, CASES_REPLY_BYTES // (limits.stdout_bytes + limits.stderr_bytes))
+        results: list[ExecResult] = []
+        while len(results) < len(stdins):
+            first = len(results)
+            group = stdins[first : first + size]
+            last = first + len(group) == len(stdins)
+            message = self._exec_message(
+                argv, limits, cwd, env, None if first else files, reset_after and last, "sandbox"
             )
+            message["stdins"] = [base64.b64encode(stdin).decode() for stdin in group]
+            message["stop_on_failure"] = stop_on_failure
+            wall_s = (limits.wall_s + CASE_MARGIN_S) * len(group)
+            reply = await self._exec_call(message, wall_s, reset_after and last)
+            if isinstance(reply, ExecResult):  # which case it was, the lost container cannot say
+                return results + [reply] * (len(stdins) - first)
+            part = [_result_from_reply(case, argv) for case in reply["cases"]]
+            stopped = stop_on_failure and bool(part) and part[-1].status is not ExecStatus.OK
+            if len(part) != len(group) and not stopped:
+                raise ContainerLostError(
+                    f"runner in {self.id[:12]} answered {len(part)} of {len(group)} cases"
+                )
+            results += part
+            if stopped:
+                break
         return results
 
     def _exec_message(

@@ -703,13 +703,16 @@ elif case == "hang":
 """
 
 
+@pytest.mark.parametrize("output_cap_kb", [64, 4096], ids=["one request", "a request per case"])
 async def test_cases_in_one_request_run_as_separate_executions(
-    pool: Pool, python_image: str, policy: Policy
+    pool: Pool, python_image: str, policy: Policy, output_cap_kb: int
 ) -> None:
-    """``exec_cases``: one request to the runner, each case its own process with its own stdin
-    and wall limit, leftovers killed before the next, the files written once, results in order;
-    the same outcomes as one ``exec`` per case."""
-    limits = exec_limits(policy, LimitOverrides(wall_time_s=1.0))
+    """``exec_cases``: one request to the runner (or, with output caps too large for one
+    reply, several), each case its own process with its own stdin and wall limit, leftovers
+    killed before the next, the files written once, results in order; the same outcomes as
+    one ``exec`` per case."""
+    caps = {"stdout_bytes": output_cap_kb << 10, "stderr_bytes": output_cap_kb << 10}
+    limits = exec_limits(policy, LimitOverrides(wall_time_s=1.0)).model_copy(update=caps)
     stdins = [b"write", b"daemon", b"hang", b"after", b"last"]
     async with pool.lease(python_image, policy, TENANT) as lease:
         runs = await lease.sandbox.exec_cases(
