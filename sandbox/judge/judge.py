@@ -516,9 +516,10 @@ class Judge:
         case_limits = limits.model_copy(update={"wall_s": test_timeout})
         results: list[TestResult] = []
         files: dict[str, bytes] | None = None if language.compiled else language.files(source)
-        # One request runs every case; with early stop, requests of 1, 2, 4, ... cases,
-        # each ended by the runner at its first run that fails to exit 0, so that at most
-        # the cases of one request run past a wrong answer, and none past a crash or a timeout.
+        # One call runs every case (the backend sends them a few at a time); with early
+        # stop, calls of 1, 2, 4, ... cases, each ended at its first run that fails to exit
+        # 0, so that at most the cases of one call run past a wrong answer, and none past a
+        # crash or a timeout.
         size = 1 if request.early_stop else len(tests.cases)
         while len(results) < len(tests.cases):
             if request.early_stop and results and results[-1].verdict is not TestVerdict.PASSED:
