@@ -521,9 +521,8 @@ class Judge:
         # 0, so that at most the cases of one call run past a wrong answer, and none past a
         # crash or a timeout.
         size = 1 if request.early_stop else len(tests.cases)
-        while len(results) < len(tests.cases):
-            if request.early_stop and results and results[-1].verdict is not TestVerdict.PASSED:
-                break
+        stopped = False
+        while len(results) < len(tests.cases) and not stopped:
             first = len(results)
             part = tests.cases[first : first + size]
             runs = await sandbox.exec_cases(
@@ -538,7 +537,8 @@ class Judge:
             files = None  # written once; the same files serve every case
             for name, case, run in zip(names[first:], part, runs, strict=False):
                 results.append(self._io_verdict(name, case, run, tests, token))
-                if request.early_stop and results[-1].verdict is not TestVerdict.PASSED:
+                stopped = request.early_stop and results[-1].verdict is not TestVerdict.PASSED
+                if stopped:
                     break
             size *= 2
         results += [

@@ -99,7 +99,7 @@ class Runner:
         raise ValueError(f"unknown op {op!r}")
 
     def _exec_cases(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        """Run ``request`` once per entry of its ``stdins``: one message for a judge's cases."""
+        """Run ``request`` once per entry of its ``stdins``: one message for several cases."""
         stdins: list[str] = request["stdins"]
         replies = []
         for index, stdin in enumerate(stdins):
