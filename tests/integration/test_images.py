@@ -98,6 +98,22 @@ def test_runner_is_read_only_for_the_sandbox_user(
     assert set(p.split("/")[0] for p in runner_sources) <= set(listing)
 
 
+@pytest.mark.parametrize("name", images.IMAGE_NAMES)
+def test_c_utf8_comes_from_the_locale_archive(client: docker.DockerClient, name: str) -> None:
+    """Each image has C.UTF-8 in glibc's locale archive, and it is a UTF-8 locale there."""
+    image = images.resolve_image(name)
+    assert run(client, image, ["localedef", "--list-archive"]).split() == ["C.utf8"]
+    out = client.containers.run(
+        image,
+        ["bash", "-c", "printf '\\303\\251' | wc -m; locale charmap"],
+        remove=True,
+        network_disabled=True,
+        user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+        environment={"LANG": "C.UTF-8"},
+    )
+    assert out.decode().split() == ["1", "UTF-8"]  # one character (é), not two bytes
+
+
 def test_image_runs_under_gvisor(client: docker.DockerClient, python_image: str) -> None:
     out = run(client, python_image, ["python3", "-c", "print(6 * 7)"], runtime=RUNTIME_RUNSC)
     assert out.strip() == "42"
