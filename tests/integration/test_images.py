@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import docker
@@ -132,11 +131,8 @@ def test_ensure_engine_is_idempotent(client: docker.DockerClient) -> None:
 def test_second_build_rebuilds_nothing(client: docker.DockerClient, python_image: str) -> None:
     image_id = client.images.get(python_image).id
     messages: list[str] = []
-    started = time.monotonic()
     tags = images.build_images(progress=messages.append)
-    elapsed = time.monotonic() - started
     assert python_image in tags
-    assert elapsed < 15, messages
     # the base and every image
     assert sum("up to date" in m for m in messages) == 1 + len(images.IMAGE_NAMES), messages
     assert not any(m.startswith(("building", "importing", "running")) for m in messages), messages
