@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import tempfile
 from pathlib import Path
@@ -102,7 +103,9 @@ async def build(
             )
         if build_timeout_s is not None:
             spec = spec.model_copy(update={"build_timeout_s": build_timeout_s})
-        result = await asyncio.to_thread(builder.build, spec, progress=logger.info)
+        result = await asyncio.to_thread(
+            functools.partial(builder.build, spec, tenant=tenant.name, progress=logger.info)
+        )
     return json_response(result.answer())
 
 
@@ -112,5 +115,6 @@ async def build(
     responses=error_responses(401, 404, 429, 501),
 )
 async def get(environment: str, platform: PlatformDep, tenant: TenantDep) -> EnvironmentRecord:
-    """A built environment: its image, bases, notes, build time and the end of its log."""
-    return _builder(platform).get(environment)
+    """An environment this tenant built: its image, bases, notes, build time and the end of
+    its log (another tenant's id answers 404, as an id never built does)."""
+    return _builder(platform).get(environment, tenant=tenant.name)

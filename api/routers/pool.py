@@ -14,8 +14,9 @@ router = APIRouter(prefix="/v1", tags=["pool"], route_class=TextJSONRoute)
 
 
 @router.get("/pool", response_model=PoolStatus, responses=error_responses(401, 429))
-async def pool_status(platform: PlatformDep, _: TenantDep) -> PoolStatus:
+async def pool_status(platform: PlatformDep, tenant: TenantDep) -> PoolStatus:
     """Counts per (policy, image) group: idle, busy, starting, resetting, waiting; each
-    policy in force with its digest and when it was loaded."""
-    status: PoolStatus = platform.pool_status()
+    policy in force with its digest and when it was loaded. Built environments are named
+    by id only to the tenants that built them (``sandbox-env`` to others)."""
+    status: PoolStatus = platform.pool_status(tenant.name)
     return status

@@ -20,8 +20,7 @@ def overview(platform: Any, tenant: str | None) -> dict[str, Any]:
     latest = recent.window(LATENCY_WINDOW_S, tenant) if recent is not None else []
     now = time.time()
     durations = [r.duration_s for r in latest]
-    pool = getattr(platform, "pool", None)
-    status = pool.status() if pool is not None else None
+    status = platform.pool_status(tenant) if getattr(platform, "pool", None) is not None else None
     return {
         "time": now,
         "executions_per_s": sum(1 for r in latest if r.time >= now - RATE_WINDOW_S) / RATE_WINDOW_S,

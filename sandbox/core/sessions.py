@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
@@ -283,7 +284,7 @@ class SessionManager:
         if origin.env and origin.environment is None:
             raise InvalidRequestError("env is for sessions in a built environment; give one")
         if origin.environment is not None:
-            image, policy, notes, seed = await self._environment(origin, base)
+            image, policy, notes, seed = await self._environment(origin, base, tenant)
             image_name = image
         else:
             policy = base
@@ -333,14 +334,16 @@ class SessionManager:
         return session
 
     async def _environment(
-        self, origin: SessionSpec | SnapshotRecord, base: Policy
+        self, origin: SessionSpec | SnapshotRecord, base: Policy, tenant: str
     ) -> tuple[str, Policy, list[str], str | None]:
-        """A built environment's image, its policy derived from ``base`` (with the notes),
-        and its WORKDIR to fill from the image."""
+        """A built environment's image (one ``tenant`` built), its policy derived from
+        ``base`` (with the notes), and its WORKDIR to fill from the image."""
         if self.environments is None:
             raise InvalidRequestError("this service runs no built environments")
         assert origin.environment is not None
-        record = await asyncio.to_thread(self.environments.use, origin.environment)
+        record = await asyncio.to_thread(
+            functools.partial(self.environments.use, origin.environment, tenant=tenant)
+        )
         policy, notes = await asyncio.to_thread(
             derive_policy,
             base,

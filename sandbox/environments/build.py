@@ -95,13 +95,17 @@ class BuildResult:
 
 
 def _our_image(name: str) -> str | None:
-    """``sandbox-base`` / ``sandbox-<name>`` (no tag): the tag of the current sources."""
-    if name == images.BASE_REPOSITORY:
-        return images.base_tag()
-    short = name.removeprefix("sandbox-")
-    if name.startswith("sandbox-") and short in images.image_names():
-        return images.resolve_image(short)
-    return None
+    """``sandbox-base`` / ``sandbox-<name>`` (no tag, or the current one): the tag of the
+    current sources."""
+    repository, _, tag = name.partition(":")
+    current: str | None = None
+    if repository == images.BASE_REPOSITORY:
+        current = images.base_tag()
+    elif repository.startswith("sandbox-") and repository[8:] in images.image_names():
+        current = images.resolve_image(repository[8:])
+    if current is None or (tag and name != current):
+        return None
+    return current
 
 
 class EnvironmentBuilder:
@@ -113,13 +117,14 @@ class EnvironmentBuilder:
 
     # ----------------------------------------------------------------- lookups
 
-    def get(self, environment: str) -> EnvironmentRecord:
-        """The record of a built environment (:class:`NotFoundError` if unknown)."""
-        return self.records.get(environment)
+    def get(self, environment: str, *, tenant: str) -> EnvironmentRecord:
+        """The record of an environment ``tenant`` built (:class:`NotFoundError` if none)."""
+        return self.records.get(environment, tenant=tenant)
 
-    def use(self, environment: str) -> EnvironmentRecord:
-        """The record of ``environment``, marked used; refused if its image was collected."""
-        record = self.records.get(environment)
+    def use(self, environment: str, *, tenant: str) -> EnvironmentRecord:
+        """The record of ``environment``, marked used; refused if its image was collected,
+        and answered as unknown to a tenant that did not build it."""
+        record = self.records.get(environment, tenant=tenant)
         with _client() as client:
             if not _image_id(client, record.image):
                 self.records.remove(environment)
@@ -129,8 +134,12 @@ class EnvironmentBuilder:
                 )
         return self.records.touch(environment)
 
-    def resolve_base(self, client: docker.DockerClient, image: str, notes: list[str]) -> str:
-        """The local image to build ``FROM image`` on, or the refusal naming it and the fix."""
+    def resolve_base(
+        self, client: docker.DockerClient, image: str, notes: list[str], *, tenant: str
+    ) -> str:
+        """The local image to build ``FROM image`` (or ``COPY --from=image``) on, or the
+        refusal naming it and the fix: an alias of the environments config, one of our
+        images, or an environment ``tenant`` built; no other image on this host."""
         try:
             check_reference(image)
         except ValueError as exc:
@@ -145,22 +154,30 @@ class EnvironmentBuilder:
                 )
             notes.append(f"FROM {image} is built from {resolved} (image_aliases)")
             return resolved
-        ours = _our_image(image) if ":" not in image else None
+        ours = _our_image(image)
         if ours is not None:
             return ours
-        if _image_id(client, image):
+        repository, _, environment = image.partition(":")
+        mine = repository == ENV_REPOSITORY and self._built_by(environment, tenant)
+        if mine and _image_id(client, image):
             return image
         key = normalise_reference(image)
         raise InvalidRequestError(
-            f"FROM {image}: the image is not on this host and is never pulled (no registry "
-            f"is used); add an alias to the environments config (${CONFIG_ENV}), e.g. "
-            f'image_aliases: {{"{key}": sandbox-base}}, or build or `docker load` the image here'
+            f"FROM {image}: a build may start from an alias of the environments config, one "
+            "of the platform's images (sandbox-base, sandbox-python, ...) or an environment "
+            "this tenant built (sandbox-env:<id>); an image is never pulled. Add an alias "
+            f"to the environments config (${CONFIG_ENV}), e.g. "
+            f'image_aliases: {{"{key}": sandbox-base}} (for an image of your own, `docker load` '
+            "it on this host, then alias it)"
         )
 
     # ----------------------------------------------------------------- building
 
-    def build(self, spec: EnvironmentSpec, *, progress: Progress | None = None) -> BuildResult:
-        """Build ``spec`` (or find it built); GC runs after a new build."""
+    def build(
+        self, spec: EnvironmentSpec, *, tenant: str, progress: Progress | None = None
+    ) -> BuildResult:
+        """Build ``spec`` for ``tenant`` (or find it built, and let ``tenant`` use it); GC
+        runs after a new build."""
         say = progress or (lambda line: None)
         with tempfile.TemporaryDirectory(prefix="sandbox-env-") as tmp, _client() as client:
             work = Path(tmp)
@@ -168,7 +185,7 @@ class EnvironmentBuilder:
             source, dockerfile_text, context = _inputs(spec, work)
             rewritten = rewrite_from_lines(
                 dockerfile_text,
-                resolve=lambda image: self.resolve_base(client, image, notes),
+                resolve=lambda image: self.resolve_base(client, image, notes, tenant=tenant),
                 build_args=spec.build_args,
                 source=source,
             )
@@ -192,6 +209,7 @@ class EnvironmentBuilder:
             with self._lock(environment, say):
                 found = self._found(client, environment)
                 if found is not None:
+                    self.records.grant(environment, tenant)
                     say(f"environment {environment} is built ({found.image}); not rebuilt")
                     return BuildResult(found, cached=True)
                 # What the hash skipped (bytecode caches, exclude) is not built either.
@@ -201,10 +219,17 @@ class EnvironmentBuilder:
                 record = self._build(
                     client, environment, work / "build", rewritten, spec, notes, say
                 )
+                self.records.grant(environment, tenant)
         budget = self.config.disk_budget_mb << 20
         for removed in collect(self.records, budget, keep={environment}):
             say(f"garbage-collected environment {removed} (disk budget {budget >> 20} MB)")
         return BuildResult(record, cached=False)
+
+    def _built_by(self, environment: str, tenant: str) -> bool:
+        try:
+            return tenant in self.records.tenants(environment)
+        except NotFoundError:  # not an id at all
+            return False
 
     def _found(self, client: docker.DockerClient, environment: str) -> EnvironmentRecord | None:
         try:

@@ -1,9 +1,15 @@
 """Built environments: their records on disk (image, times, notes, build log).
 
-Each environment is ``<id>.json`` (its :class:`EnvironmentRecord`) and
-``<id>.log`` (the whole build output) in the store's directory. The id is the
-content hash of the build's inputs, so a record is found again by building the
-same inputs; ``last_used_at`` orders garbage collection.
+Each environment is ``<id>.json`` (its :class:`EnvironmentRecord`), ``<id>.log``
+(the whole build output) and ``<id>.tenants`` (who may use it) in the store's
+directory. The id is the content hash of the build's inputs, so a record is
+found again by building the same inputs; ``last_used_at`` orders garbage
+collection.
+
+An id opens an environment only for the tenants that built it: a tenant that
+builds the same inputs is added (it shows that it has them, so the build is
+shared, not repeated), and to every other tenant the id is unknown, answered as
+an id never built (:meth:`RecordStore.get` with ``tenant``).
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sandbox.errors import NotFoundError
 from sandbox.host.files import write_text_atomic
+from sandbox.host.labels import ENV_REPOSITORY
 
 logger = logging.getLogger(__name__)
 
-ENV_REPOSITORY = "sandbox-env"
+__all__ = ["ENV_REPOSITORY", "LABEL_ENVIRONMENT", "EnvironmentRecord", "RecordStore", "check_id"]
+
 LABEL_ENVIRONMENT = "sandbox.environment"
 _ID = re.compile(r"^[0-9a-f]{12}$")
 
@@ -69,15 +77,22 @@ class RecordStore:
     def lock_path(self, environment: str) -> Path:
         return self.directory / f"{check_id(environment)}.lock"
 
-    def get(self, environment: str) -> EnvironmentRecord:
-        """The record of ``environment``; :class:`NotFoundError` if never built here."""
+    def tenants_path(self, environment: str) -> Path:
+        return self.directory / f"{check_id(environment)}.tenants"
+
+    def get(self, environment: str, *, tenant: str | None = None) -> EnvironmentRecord:
+        """The record of ``environment``; :class:`NotFoundError` if never built here, or,
+        given ``tenant``, never built by that tenant (the same answer: an id is no oracle)."""
         path = self.record_path(environment)
+        unknown = NotFoundError(
+            f"no environment {environment!r}; build one with POST /v1/environments"
+        )
+        if tenant is not None and tenant not in self.tenants(environment):
+            raise unknown
         try:
             return EnvironmentRecord.model_validate_json(path.read_bytes())
         except FileNotFoundError:
-            raise NotFoundError(
-                f"no environment {environment!r}; build one with POST /v1/environments"
-            ) from None
+            raise unknown from None
         except (OSError, ValidationError) as exc:
             raise NotFoundError(f"environment {environment!r} has a broken record: {exc}") from None
 
@@ -85,6 +100,23 @@ class RecordStore:
         """Write ``record`` whole (concurrent builds of one environment may both write it)."""
         path = self.record_path(record.environment)
         write_text_atomic(path, record.model_dump_json(indent=1))
+
+    def tenants(self, environment: str) -> set[str]:
+        """The tenants that built ``environment`` (none: unknown, or built before tenants
+        were recorded, and then nobody's)."""
+        try:
+            text = self.tenants_path(environment).read_text()
+        except FileNotFoundError:
+            return set()
+        return {line for line in text.splitlines() if line}
+
+    def grant(self, environment: str, tenant: str) -> None:
+        """Let ``tenant`` use ``environment`` (it built it, or built the same inputs).
+        Callers hold the environment's build lock, so no grant is lost to another."""
+        tenants = self.tenants(environment)
+        if tenant not in tenants:
+            text = "".join(f"{t}\n" for t in sorted(tenants | {tenant}))
+            write_text_atomic(self.tenants_path(environment), text)
 
     def touch(self, environment: str) -> EnvironmentRecord:
         """Mark ``environment`` used now (for least-recently-used collection)."""
@@ -101,6 +133,7 @@ class RecordStore:
         return found
 
     def remove(self, environment: str) -> None:
-        for path in (self.record_path(environment), self.log_path(environment)):
+        paths = (self.record_path(environment), self.log_path(environment))
+        for path in (*paths, self.tenants_path(environment)):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

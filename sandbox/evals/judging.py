@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter
@@ -177,7 +178,7 @@ async def start_task_session(
         image=config.image, policy=config.policy, files_base64=_files_base64(task.files)
     )
     if task.environment is not None:
-        spec = await _in_environment(sessions, task, task.environment, spec, record)
+        spec = await _in_environment(sessions, task, task.environment, spec, record, tenant=tenant)
     session = await sessions.create(spec, tenant=tenant)
     record["_session"] = session.id
     if session.notes:
@@ -202,6 +203,8 @@ async def _in_environment(
     spec: SessionSpec,
     record: dict[str, Any],
     key: str = "environment",
+    *,
+    tenant: str,
 ) -> SessionSpec:
     """Build the task's environment (or find it built) and point ``spec`` at it; its
     details go in ``record[key]``.
@@ -218,7 +221,11 @@ async def _in_environment(
             f"{task.path}: {why}, and this platform has no environment builder "
             "(sandbox.environments); run it where the service builds environments"
         )
-    built = await asyncio.to_thread(sessions.environments.build, environment, progress=logger.info)
+    built = await asyncio.to_thread(
+        functools.partial(
+            sessions.environments.build, environment, tenant=tenant, progress=logger.info
+        )
+    )
     env_id = built.record.environment
     record[key] = {
         "id": env_id,
@@ -269,6 +276,7 @@ async def _judge_separately(
         SessionSpec(policy=task.config.policy),
         record,
         key="verifier_environment",
+        tenant=tenant,
     )
     verifier = await sessions.create(spec, tenant=tenant)
     notes = record["verifier_environment"]["notes"]

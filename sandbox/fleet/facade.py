@@ -320,8 +320,9 @@ class FleetPlatform:
     def policy_names(self) -> list[str]:
         return sorted(self.policies)
 
-    def pool_status(self) -> PoolStatus:
-        """The fleet's pool groups, and each policy with its digest and load time."""
+    def pool_status(self, viewer: str | None = None) -> PoolStatus:
+        """The fleet's pool groups, and each policy with its digest and load time (a fleet
+        runs no built environments, so no ids to keep from ``viewer``)."""
         return self.pool.status().model_copy(update={"policies": list(self.versions.values())})
 
     async def audit_query(self, **filters: Any) -> list[AuditRecord]:

@@ -30,6 +30,7 @@ from sandbox.core.pool import (
     DEFAULT_LEASE_TIMEOUT_S,
     DEFAULT_MAX_WAITERS,
     DEFAULT_START_CONCURRENCY,
+    GroupStatus,
     Pool,
     PoolStatus,
     RefillHook,
@@ -40,6 +41,7 @@ from sandbox.environments import EnvironmentBuilder, load_environments_config
 from sandbox.errors import InfrastructureError, NotFoundError, PolicyError
 from sandbox.host import reaper
 from sandbox.host.images import repo_root, resolve_image
+from sandbox.host.labels import environment_in, public_label
 from sandbox.judge.batches import Evaluator
 from sandbox.judge.judge import Judge
 from sandbox.languages import LANGUAGES
@@ -309,9 +311,24 @@ class Platform:
     def policy_names(self) -> Sequence[str]:
         return sorted(self.policies)
 
-    def pool_status(self) -> PoolStatus:
-        """The pool's groups, and each policy in force with its digest and load time."""
-        return self.pool.status().model_copy(update={"policies": list(self.versions.values())})
+    def pool_status(self, viewer: str | None = None) -> PoolStatus:
+        """The pool's groups, and each policy in force with its digest and load time. A
+        group of a built environment names its id only to a ``viewer`` that built it."""
+        status = self.pool.status()
+        groups = [self._shown(group, viewer) for group in status.groups]
+        return status.model_copy(
+            update={"groups": groups, "policies": list(self.versions.values())}
+        )
+
+    def _shown(self, group: GroupStatus, viewer: str | None) -> GroupStatus:
+        environment = environment_in(group.image)
+        if environment is None:
+            return group
+        if viewer is not None and viewer in self.environments.records.tenants(environment):
+            return group
+        return group.model_copy(
+            update={"image": public_label(group.image), "policy": public_label(group.policy)}
+        )
 
     async def reload_policies(self, *, by: str) -> PolicyChanges:
         """Re-read the policy directory and put the new set in force; ``by`` says who asked
@@ -374,7 +391,7 @@ class Platform:
 
     async def metrics(self) -> bytes:
         """Prometheus text: executions by status, latency histograms, pool sizes, queue depth."""
-        status = self.pool.status()
+        status = self.pool_status()
         metrics.observe_pool(
             [
                 (

@@ -7,6 +7,7 @@ every name they use is in ``/metrics``.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -167,10 +168,17 @@ def observe_pool(
         "Sandboxes the pool could not create or start, by policy and image.",
         labels=["policy", "image"],
     )
+    # Groups whose labels are alike (built environments, shown without their ids) add up.
+    counts: dict[tuple[str, str, str], int] = defaultdict(int)
+    failed_by: dict[tuple[str, str], int] = defaultdict(int)
     for policy, image, states, failed in groups:
         for state, count in states.items():
-            POOL_CONTAINERS.labels(policy, image, state).set(count)
-        failures.add_metric([policy, image], failed)
+            counts[policy, image, state] += count
+        failed_by[policy, image] += failed
+    for labels, count in counts.items():
+        POOL_CONTAINERS.labels(*labels).set(count)
+    for pair, failed in failed_by.items():
+        failures.add_metric(list(pair), failed)
     _POOL_COUNTS.families = [failures]
     QUEUE_DEPTH.set(waiting)
     QUEUE_MAX.set(max_waiting)

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.docker
 
 ALIASES = {"ubuntu:24.04": "sandbox-base", "python:3.13-slim": "sandbox-python"}
 POLICIES = load_policy_dir(REPO / "policies")
+TENANT = "tenant-a"
 
 
 @pytest.fixture
@@ -62,14 +63,14 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
     # An excluded entry is neither built in nor hashed (a Terminal-Bench task's own tests).
     spec = spec.model_copy(update={"exclude": ("hidden.txt",)})
     lines: list[str] = []
-    first = builder.build(spec, progress=lines.append)
+    first = builder.build(spec, tenant=TENANT, progress=lines.append)
     assert not first.cached and first.record.image == f"sandbox-env:{first.record.environment}"
     assert any("Step 2/" in line and "RUN echo" in line for line in lines), lines
     log = builder.records.log_path(first.record.environment).read_text()
     assert nonce in log and "Successfully tagged" in log
     (spec.dockerfile.parent / "hidden.txt").write_text("changed\n")  # type: ignore[union-attr]
     again: list[str] = []
-    second = builder.build(spec, progress=again.append)
+    second = builder.build(spec, tenant=TENANT, progress=again.append)
     assert second.cached and second.record.environment == first.record.environment
     # Found, not built: no build step ran and the build's log is the first build's.
     assert any("not rebuilt" in line for line in again), again
@@ -79,7 +80,7 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
     assert image.id == docker_client.images.get(second.record.image).id
     # A changed context file is a different environment.
     (spec.dockerfile.parent / "data.txt").write_text("changed\n")  # type: ignore[union-attr]
-    third = builder.build(spec)
+    third = builder.build(spec, tenant=TENANT)
     assert not third.cached and third.record.environment != first.record.environment
     out = docker_client.containers.run(
         third.record.image,
@@ -103,7 +104,7 @@ def test_the_runner_is_layered_in_whatever_the_from(
         tmp_path,
         f'FROM ubuntu:24.04\nRUN echo {secrets.token_hex(4)} > /etc/n\nENTRYPOINT ["false"]\n',
     )
-    result = builder.build(spec)
+    result = builder.build(spec, tenant=TENANT)
     assert result.record.bases == [base_tag()]
     assert f"FROM ubuntu:24.04 is built from {base_tag()} (image_aliases)" in result.record.notes
     out = docker_client.containers.run(
@@ -115,7 +116,9 @@ def test_the_runner_is_layered_in_whatever_the_from(
 
 
 def test_an_image_spec_goes_through_the_aliases(builder: EnvironmentBuilder) -> None:
-    result = builder.build(EnvironmentSpec(image="docker.io/library/python:3.13-slim"))
+    result = builder.build(
+        EnvironmentSpec(image="docker.io/library/python:3.13-slim"), tenant=TENANT
+    )
     assert result.record.bases == [resolve_image("python")]
 
 
@@ -124,7 +127,7 @@ def test_an_unknown_from_is_refused_before_building(
 ) -> None:
     spec = task(tmp_path, "FROM ubuntu:24.04 AS one\nFROM nosuch/image:9.9\nCOPY --from=one / /\n")
     with pytest.raises(InvalidRequestError) as refused:
-        builder.build(spec)
+        builder.build(spec, tenant=TENANT)
     message = str(refused.value)
     assert "FROM nosuch/image:9.9" in message and "never pulled" in message
     assert "image_aliases" in message and "docker load" in message
@@ -133,10 +136,10 @@ def test_an_unknown_from_is_refused_before_building(
 
 def test_build_args_reach_the_from_line(builder: EnvironmentBuilder, tmp_path: Path) -> None:
     spec = task(tmp_path, "ARG BASE=python:3.13-slim\nFROM ${BASE}\n")
-    assert builder.build(spec).record.bases == [resolve_image("python")]
+    assert builder.build(spec, tenant=TENANT).record.bases == [resolve_image("python")]
     bad = spec.model_copy(update={"build_args": {"BASE": "nosuch:1"}})
     with pytest.raises(InvalidRequestError, match="FROM nosuch:1"):
-        builder.build(bad)
+        builder.build(bad, tenant=TENANT)
 
 
 def test_a_build_past_its_time_limit_is_stopped(
@@ -147,7 +150,7 @@ def test_a_build_past_its_time_limit_is_stopped(
     spec = spec.model_copy(update={"build_timeout_s": 3.0})
     started = time.monotonic()
     with pytest.raises(SandboxTimeoutError, match="build_timeout_s=3 s"):
-        builder.build(spec)
+        builder.build(spec, tenant=TENANT)
     assert time.monotonic() - started < 30
     leftovers = [
         c.id
@@ -162,7 +165,7 @@ def test_a_failing_step_is_refused_with_its_output(
 ) -> None:
     spec = task(tmp_path, "FROM python:3.13-slim\nRUN echo broken-step >&2; exit 3\n")
     with pytest.raises(InvalidRequestError) as refused:
-        builder.build(spec)
+        builder.build(spec, tenant=TENANT)
     assert "broken-step" in str(refused.value) and "returned a non-zero code: 3" in str(
         refused.value
     )
@@ -177,8 +180,8 @@ def test_gc_removes_least_recently_used_first_and_spares_running_images(
         blob = f"/{name}-{secrets.token_hex(4)}"
         return task(tmp_path, f"FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > {blob}\n")
 
-    a, b = (builder.build(spec(name)).record.environment for name in "ab")
-    builder.use(a)  # used: b is now the least recently used
+    a, b = (builder.build(spec(name), tenant=TENANT).record.environment for name in "ab")
+    builder.use(a, tenant=TENANT)  # used: b is now the least recently used
     sizes = [r.size_bytes for r in builder.records.all()]
     assert all(size > 2_000_000 for size in sizes), sizes
     # Room for two such environments, not three: building a third goes past it.
@@ -188,7 +191,7 @@ def test_gc_removes_least_recently_used_first_and_spares_running_images(
         EnvironmentsConfig(image_aliases=ALIASES, disk_budget_mb=budget_mb),
     )
     lines: list[str] = []
-    c = small.build(spec("c"), progress=lines.append).record.environment
+    c = small.build(spec("c"), tenant=TENANT, progress=lines.append).record.environment
     assert f"garbage-collected environment {b} (disk budget {budget_mb} MB)" in lines, lines
     assert sorted(r.environment for r in builder.records.all()) == sorted([a, c])
     with pytest.raises(docker.errors.ImageNotFound):
@@ -327,14 +330,16 @@ def test_a_workdir_over_the_judges_files_stays_read_only(
 ) -> None:
     """A task cannot get an agent-writable tmpfs over /judge by naming it its WORKDIR."""
     spec = task(tmp_path, f"FROM python:3.13-slim\nWORKDIR /judge/{secrets.token_hex(3)}\n")
-    record = builder.build(spec).record
+    record = builder.build(spec, tenant=TENANT).record
     assert record.seed is None
     assert any("stays read-only" in note and "/judge" in note for note in record.notes)
     policy, _ = derive_policy(
         POLICIES["default"], None, environment=record.environment, seed=record.seed
     )
     assert policy.filesystem.extra_tmpfs == ()
-    app = builder.build(task(tmp_path, "FROM python:3.13-slim\nWORKDIR /srv/app\n")).record
+    app = builder.build(
+        task(tmp_path, "FROM python:3.13-slim\nWORKDIR /srv/app\n"), tenant=TENANT
+    ).record
     assert app.seed == "/srv/app"
     policy, _ = derive_policy(POLICIES["default"], None, environment=app.environment, seed=app.seed)
     assert [t.path for t in policy.filesystem.extra_tmpfs] == ["/srv/app"]
