@@ -64,6 +64,14 @@ SHM_DIR = "/dev/shm"
 RUNNER_SOCKET_DIR = "/run/sandbox-runner"
 RUNNER_SOCKET = f"{RUNNER_SOCKET_DIR}/channel.sock"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# How the runner starts, whatever the image says: with no environment but these (an
+# image's ENV, e.g. LD_PRELOAD or PYTHONPATH with a sitecustomize, never reaches it) and
+# the interpreter told to ignore PYTHON* variables (-E) and the user site (-s). Its
+# directory is the working directory, which the build replaces whole.
+RUNNER_START = ("/usr/bin/env", "-i", f"PATH={SYSTEM_PATH}", "LANG=C.UTF-8")
+RUNNER_PYTHON = ("python3", "-E", "-s", "-m", "runner")
+# No HEALTHCHECK of the image runs: it would run as root in every sandbox.
+NO_HEALTHCHECK = {"test": ["NONE"]}
 MiB = 1 << 20
 RUNNER_NOFILE = 4096
 # Under gVisor the host's pids cgroup holds the sandbox kernel (the Sentry, its gofer
@@ -153,7 +161,7 @@ def container_settings(
         tmpfs[extra.path] = _tmpfs_options(extra.size_mb, extra.inodes, "0755", user.uid, user.gid)
     writable = [f"{WORKDIR}:755", f"{TMP_DIR}:1777", f"{SHM_DIR}:1777", f"{JUDGE_DIR}:700"]
     writable += [f"{extra.path}:755" for extra in fs.extra_tmpfs]
-    command = ["python3", "-m", "runner", "--uid", str(user.uid), "--gid", str(user.gid)]
+    command = [*RUNNER_START, *RUNNER_PYTHON, "--uid", str(user.uid), "--gid", str(user.gid)]
     command += ["--judge-uid", str(user.judge_uid), "--judge-gid", str(user.judge_gid)]
     for spec in writable:
         command += ["--dir", spec]
@@ -217,6 +225,8 @@ def container_settings(
         "user": "0:0",
         "hostname": "sandbox",
         "environment": environment,
+        "healthcheck": NO_HEALTHCHECK,
+        "stop_signal": "SIGKILL",
         "stdin_open": True,
         "detach": False,  # makes docker-py set StdinOnce: stdin closes when we detach
         "network_disabled": True,

@@ -13,9 +13,12 @@ The tag is ``sandbox-env:<id>``; the id is 12 hex digits of a SHA-256 over the
 rewritten Dockerfile, the resolved base images' ids, the build args, the
 context's files (less the spec's ``exclude``, which is not built either), the
 runner's sources and ``layer.sh``: an unchanged
-environment is found, not rebuilt. A build runs at most ``build_timeout_s``
-(the step's container is killed when it is exceeded); each step is a progress
-line, and the whole output is kept in the store (``<id>.log``).
+environment is found, not rebuilt. Every step runs with no network (unless the
+operator sets ``build_network``) and the operator's ``build_memory_mb`` (no swap);
+a build runs at most ``build_timeout_s`` (then its connection to the engine is
+cut, which stops the step: see
+:mod:`.engine_build`); each step is a progress line, and the whole output is
+kept in the store (``<id>.log``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import os
 import re
 import shutil
 import tempfile
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterator
@@ -35,7 +37,7 @@ from typing import IO, Any
 
 import docker
 import requests
-from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.errors import APIError, DockerException, ImageNotFound
 from pydantic import BaseModel, ValidationError
 
 from sandbox.errors import (
@@ -53,6 +55,7 @@ from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
 from .config import CONFIG_ENV, EnvironmentsConfig, check_reference, normalise_reference
 from .dockerfile import Rewritten, rewrite_from_lines
+from .engine_build import BuildExpired, run_build
 from .gc import collect
 from .spec import EnvironmentSpec
 from .store import ENV_REPOSITORY, LABEL_ENVIRONMENT, EnvironmentRecord, RecordStore
@@ -68,7 +71,6 @@ _ANSWER = {"environment", "image", "build_seconds", "notes", "log_tail"}
 LAYER_SCRIPT = Path(__file__).with_name("layer.sh")
 SEED_DIR = "/opt/sandbox-seed"  # where layer.sh keeps the image's WORKDIR
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_RUNNING_IN = re.compile(r"^\s*---> Running in ([0-9a-f]{12,64})\s*$")
 
 
 class EnvironmentBuilt(BaseModel):
@@ -278,13 +280,15 @@ class EnvironmentBuilder:
         say(f"building environment {environment} ({tag}) from {', '.join(bases)}")
         started = time.monotonic()
         with log_path.open("w") as log:
-            tail = _stream_build(client, build_context, tag, environment, spec, log, say)
+            tail = _stream_build(build_context, tag, environment, spec, self.config, log, say)
         build_seconds = round(time.monotonic() - started, 2)
         ident = _image_id(client, tag)
         if not ident:
             raise EngineError(f"the build of {tag} ended without an image; see {log_path}")
         image = client.images.get(tag)
-        workdir = image.attrs.get("Config", {}).get("WorkingDir") or "/"
+        config = image.attrs.get("Config") or {}
+        _check_config(client, tag, config, notes)
+        workdir = config.get("WorkingDir") or "/"
         base_size = max((_size(client, ref) for ref in bases), default=0)
         now = time.time()
         record = EnvironmentRecord(
@@ -400,6 +404,31 @@ def _links(context: Path, exclude: Collection[str]) -> list[tuple[str, Path]]:
     )
 
 
+def _check_config(
+    client: docker.DockerClient, tag: str, config: dict[str, Any], notes: list[str]
+) -> None:
+    """Refuse (and remove) an image whose metadata would act at run time; note what is
+    ignored. A ``VOLUME`` would be a writable host directory without a size limit in every
+    sandbox, ``ONBUILD`` would run instructions in another build. A ``HEALTHCHECK`` never
+    runs (sandboxes start with none), nor does ``STOPSIGNAL`` matter (they are killed), and
+    ``SHELL`` only changed the build's own ``RUN`` steps."""
+    refused = []
+    if config.get("Volumes"):
+        paths = ", ".join(sorted(config["Volumes"]))
+        refused.append(
+            f"VOLUME {paths}: a sandbox writes only to its tmpfs workspaces; remove it "
+            "(a task's data goes in the image, or in /workspace at run time)"
+        )
+    if config.get("OnBuild"):
+        refused.append("ONBUILD (from a base image): its instructions would run in other builds")
+    if refused:
+        with contextlib.suppress(ImageNotFound, APIError):
+            client.images.remove(tag, force=True)
+        raise InvalidRequestError("the image is refused: " + "; ".join(refused))
+    if config.get("Healthcheck"):
+        notes.append("the image's HEALTHCHECK is ignored: sandboxes run no health check")
+
+
 def _seed_target(workdir: str, notes: list[str]) -> str | None:
     """Where a session copies the image's WORKDIR back (``layer.sh`` kept it), or None.
 
@@ -422,6 +451,8 @@ def _layer_stage(final_stage: str) -> str:
         "\n# --- appended by the sandbox platform: the runner layer ---\n"
         f"FROM {final_stage}\n"
         "USER root\n"
+        # Replaced whole: nothing the image left under the runner's directory survives.
+        'RUN ["/bin/sh", "-c", "rm -rf /opt/sandbox"]\n'
         f"COPY {LAYER_DIR}/ /opt/sandbox/\n"
         'RUN ["/bin/sh", "/opt/sandbox/layer.sh"]\n'
         "ENTRYPOINT []\n"
@@ -430,49 +461,34 @@ def _layer_stage(final_stage: str) -> str:
 
 
 def _stream_build(
-    client: docker.DockerClient,
     context: Path,
     tag: str,
     environment: str,
     spec: EnvironmentSpec,
+    config: EnvironmentsConfig,
     log: IO[str],
     say: Progress,
 ) -> deque[str]:
-    """Run the build, logging it; kill the running step past ``spec.build_timeout_s``."""
+    """Run the build, logging it; stop it past ``spec.build_timeout_s`` (see
+    :mod:`.engine_build`). Every step runs on the operator's ``build_network`` (default
+    none) with ``build_memory_mb`` of memory and no swap."""
+    memory_mb = config.build_memory_mb
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
-    state: dict[str, Any] = {"container": None, "expired": False}
-    lock = threading.Lock()
-
-    def kill(container_id: str) -> None:
-        with contextlib.suppress(NotFound, APIError, requests.exceptions.RequestException):
-            client.api.kill(container_id)
-
-    def expire() -> None:
-        with lock:
-            state["expired"] = True
-            current = state["container"]
-        if current:
-            kill(current)
-
-    watchdog = threading.Timer(spec.build_timeout_s, expire)
-    watchdog.daemon = True
     error: str | None = None
+    arguments = {
+        "path": str(context),
+        "dockerfile": f"{LAYER_DIR}/Dockerfile",
+        "tag": tag,
+        "buildargs": dict(spec.build_args),
+        "labels": {LABEL_ENVIRONMENT: environment},
+        "rm": True,
+        "forcerm": True,
+        "pull": False,
+        "network_mode": config.build_network,
+        "container_limits": {"memory": memory_mb << 20, "memswap": memory_mb << 20},
+    }
     try:
-        stream = client.api.build(
-            path=str(context),
-            dockerfile=f"{LAYER_DIR}/Dockerfile",
-            tag=tag,
-            buildargs=dict(spec.build_args),
-            labels={LABEL_ENVIRONMENT: environment},
-            rm=True,
-            forcerm=True,
-            pull=False,
-            decode=True,
-        )
-        watchdog.start()
-        for chunk in stream:
-            if not isinstance(chunk, dict):
-                continue
+        for chunk in run_build(arguments, spec.build_timeout_s):
             if "error" in chunk:
                 error = (chunk.get("errorDetail") or {}).get("message") or str(chunk["error"])
                 log.write(f"ERROR: {error}\n")
@@ -483,32 +499,26 @@ def _stream_build(
                 if not line.strip():
                     continue
                 tail.append(line + "\n")
-                running = _RUNNING_IN.match(line)
-                if running:
-                    with lock:
-                        state["container"] = running.group(1)
-                        expired = state["expired"]
-                    if expired:
-                        kill(running.group(1))
-                elif line.startswith("Step "):
+                if line.startswith("Step "):
                     say(f"{environment}: {' '.join(line.split())[:110]}")
-    except (DockerException, requests.exceptions.RequestException) as exc:
-        raise EngineError(f"building {tag} failed: {exc}") from exc
-    finally:
-        watchdog.cancel()
-    if state["expired"]:
-        with contextlib.suppress(ImageNotFound, APIError):
+    except BuildExpired:
+        with _client() as client, contextlib.suppress(ImageNotFound, APIError):
             client.images.remove(tag)  # a build that ended past its limit is not kept
         raise SandboxTimeoutError(
             f"the build of environment {environment} took longer than build_timeout_s="
             f"{spec.build_timeout_s:g} s and was stopped; raise build_timeout_s (at most 7200) "
             "or make the build faster\n" + "".join(tail)
-        )
+        ) from None
     if error is not None:
         layer = [line for line in tail if line.startswith("sandbox-layer:")]
         if layer:
             raise InvalidRequestError(
                 "the task image cannot take the sandbox runner: " + layer[-1].strip()
+            )
+        if "non-zero code: 137" in error:
+            error += (
+                f" (137: the step was killed, most often for passing the build memory limit, "
+                f"build_memory_mb={memory_mb}, which the operator sets)"
             )
         raise InvalidRequestError(
             f"building environment {environment} failed: {error.strip()}\n" + "".join(tail)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -77,6 +78,18 @@ class EnvironmentsConfig(BaseModel):
 
     max_context_mb: int = Field(
         default=512, ge=1, le=8192, description="a build context may unpack to at most this"
+    )
+    build_network: Literal["none", "bridge"] = Field(
+        default="none",
+        description="none: build steps have no network (only loopback). bridge: they reach "
+        "what the engine's default bridge reaches (the internet, and the host's address on "
+        "the bridge); only for tenants you trust, e.g. to apt-get python3 into images lacking it",
+    )
+    build_memory_mb: int = Field(
+        default=2048,
+        ge=64,
+        le=16384,
+        description="the memory (swap none) each build step may use; a step past it is killed",
     )
 
     @field_validator("image_aliases")

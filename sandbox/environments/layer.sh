@@ -22,13 +22,24 @@ install them; base the task on an image with python3 >= 3.9, bash, tar and find 
 FROM to sandbox-python in the environments config)"
     echo "sandbox-layer: installing$need with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq || refuse "apt-get update failed (is a Debian/Ubuntu mirror reachable?)"
+    offline="build steps have no network unless the operator sets build_network: bridge; \
+base the task on an image with python3 >= 3.9, bash, tar and find (or alias its FROM to \
+sandbox-python in the environments config)"
+    apt-get update -qq \
+        || refuse "apt-get update failed to install$need ($offline)"
     # shellcheck disable=SC2086
     apt-get install -y -qq --no-install-recommends $need >/dev/null \
-        || refuse "apt-get install$need failed"
+        || refuse "apt-get install$need failed ($offline)"
     apt-get clean
     rm -rf /var/lib/apt/lists/*
 fi
+# What the image could use to steer the runner, which runs as root: a preload list of the
+# dynamic loader's (it loads into every process, whatever the environment), or a runner
+# directory that leads elsewhere.
+[ ! -s /etc/ld.so.preload ] || refuse "the image has /etc/ld.so.preload, which would load \
+into the runner; remove it (set LD_PRELOAD in a command's env instead)"
+[ "$(readlink -f /opt/sandbox)" = /opt/sandbox ] || refuse "/opt or /opt/sandbox is a \
+link in the image; /opt/sandbox is the platform's"
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' \
     || refuse "the image's python3 is $(python3 -V 2>&1); the runner needs Python >= 3.9"
 # A task that copies its whole build context (`COPY . /app`) took this layer's directory

@@ -95,6 +95,36 @@ JUDGE_PATH: Final = "/judge"
 RESERVED_TARGETS: Final = (WORKSPACE_PATH, TMP_PATH, RUNNER_PATH, JUDGE_PATH)
 """Container paths the platform owns: nothing may be mounted at, above or below them."""
 FORBIDDEN_TARGET_ROOTS: Final = ("/proc", "/sys", "/dev")
+CONTAINER_SYSTEM_DIRS: Final = (
+    "/etc",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/run",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libx32",
+    "/usr/libexec",
+    "/usr/include",
+    "/usr/share",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/local/lib",
+    "/usr/local/libexec",
+    "/usr/local/share",
+    "/var/lib",
+    "/var/run",
+)
+"""Container paths of the system's programs, libraries and settings: a writable tmpfs is
+never mounted at, above or below them (the sandbox user could put programs or settings
+there that root would use)."""
 DOCKER_SOCKET_PATHS: Final = ("/var/run/docker.sock", "/run/docker.sock")
 SYSTEM_PATHS: Final = (
     "/",

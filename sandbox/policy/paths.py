@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 
 from .limits import (
+    CONTAINER_SYSTEM_DIRS,
     DOCKER_SOCKET_PATHS,
     FORBIDDEN_TARGET_ROOTS,
     MAX_PATH_LEN,
@@ -63,6 +64,12 @@ def _check_container_target(value: str, what: str) -> str:
             raise ValueError(
                 f"{what} {value!r} is under {root}, which belongs to the kernel and the "
                 "runtime; choose another directory such as /data"
+            )
+    for system in CONTAINER_SYSTEM_DIRS:
+        if _is_under(value, system) or _is_under(system, value):
+            raise ValueError(
+                f"{what} {value!r} is, holds or lies in the system directory {system}, where "
+                "writable files could change what root runs; choose a directory such as /app"
             )
     for reserved in RESERVED_TARGETS:
         if _is_under(value, reserved):

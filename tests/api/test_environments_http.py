@@ -84,7 +84,7 @@ def task_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("task")
     nonce = secrets.token_hex(6)
     (folder / "Dockerfile").write_text(
-        "FROM ubuntu:24.04\n"
+        "FROM python:3.13-slim\n"
         f"RUN echo installed-{nonce} > /etc/task-marker\n"
         "COPY app/ /app/\n"
         "WORKDIR /app\n"

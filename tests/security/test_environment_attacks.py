@@ -1,0 +1,292 @@
+"""Attacks on per-task environments by a hostile tenant, against a real service with two
+keyed tenants over loopback HTTP and real builds: reading another tenant's environment
+(by id, by FROM, by COPY --from, through the metrics), a Dockerfile that hides an image or
+fetches from the host's network, and an image whose metadata tries to steer the runner
+(ENV PYTHONPATH with a sitecustomize, LD_PRELOAD, HEALTHCHECK, VOLUME, a WORKDIR over a
+system directory, files planted in the runner's directory)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import httpx
+import pytest
+import yaml
+
+from sandbox.service.tenants import hash_key, new_key
+from tests.conftest import Service
+
+pytestmark = pytest.mark.docker
+
+KEYS = {tenant: new_key() for tenant in ("alice", "mallory")}
+CONFIG = 'image_aliases:\n  "python:3.13-slim": sandbox-python\nbuild_memory_mb: 512\n'
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    state = tmp_path_factory.mktemp("state")
+    keys = state / "keys.yaml"
+    entries = [{"tenant": t, "key_sha256": hash_key(k)} for t, k in KEYS.items()]
+    keys.write_text(yaml.safe_dump({"keys": entries}))
+    config = state / "environments.yaml"
+    config.write_text(CONFIG)
+    svc = Service(
+        "--keys",
+        str(keys),
+        env={"SANDBOX_STATE_DIR": str(state), "SANDBOX_ENVIRONMENTS_CONFIG": str(config)},
+        log_dir=state,
+    )
+    try:
+        svc.wait_ready()
+        yield svc
+    finally:
+        svc.stop()
+        engine = docker.from_env()
+        for record in (state / "environments").glob("*.json"):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                engine.images.remove(f"sandbox-env:{record.stem}", force=True)
+        engine.close()
+
+
+def client(service: Service, tenant: str) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {KEYS[tenant]}"}
+    return httpx.Client(base_url=service.url, headers=headers, timeout=300)
+
+
+def tar_of(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def build(http: httpx.Client, files: dict[str, str], **params: str) -> httpx.Response:
+    return http.post(
+        "/v1/environments",
+        content=tar_of(files),
+        params=params,
+        headers={"Content-Type": "application/x-tar"},
+    )
+
+
+SECRET = "alice-secret-4f1c"
+
+
+@pytest.fixture(scope="module")
+def alices(service: Service) -> str:
+    """An environment of alice's holding a secret file."""
+    with client(service, "alice") as alice:
+        built = build(
+            alice,
+            {
+                "Dockerfile": "FROM python:3.13-slim\nCOPY secret.txt /srv/secret.txt\n",
+                "secret.txt": SECRET,
+            },
+        )
+    assert built.status_code == 200, built.text
+    return str(built.json()["environment"])
+
+
+def open_session(http: httpx.Client, environment: str) -> httpx.Response:
+    return http.post("/v1/sessions", json={"environment": environment})
+
+
+def run(http: httpx.Client, session: str, command: str) -> dict[str, object]:
+    answer = http.post(f"/v1/sessions/{session}/exec", json={"command": command})
+    assert answer.status_code == 200, answer.text
+    body: dict[str, object] = answer.json()
+    return body
+
+
+def test_another_tenants_environment_is_unknown_by_every_route(
+    service: Service, alices: str
+) -> None:
+    with client(service, "mallory") as mallory, client(service, "alice") as alice:
+        assert alice.get(f"/v1/environments/{alices}").status_code == 200
+        looked = mallory.get(f"/v1/environments/{alices}")
+        never = mallory.get("/v1/environments/0123456789ab")
+        assert looked.status_code == never.status_code == 404
+        assert looked.json()["message"].replace(alices, "X") == never.json()["message"].replace(
+            "0123456789ab", "X"
+        )
+        assert open_session(mallory, alices).status_code == 404
+        for dockerfile in (
+            f"FROM sandbox-env:{alices}\nRUN cat /srv/secret.txt\n",
+            f"FROM python:3.13-slim\nCOPY --from=sandbox-env:{alices} /srv/secret.txt /s\n",
+            f"FROM python:3.13-slim AS a\nFROM sandbox-env:{alices} AS b\nFROM a\n",
+        ):
+            refused = build(mallory, {"Dockerfile": dockerfile})
+            assert refused.status_code == 422, refused.text
+            assert SECRET not in refused.text
+            assert "an environment this tenant built" in refused.json()["message"]
+        # Alice's pool is named to alice, and to nobody else, nor in the metrics.
+        session = open_session(alice, alices).json()["id"]
+        try:
+            mine = alice.get("/v1/pool").json()["groups"]
+            assert any(alices in g["image"] for g in mine)
+            assert alices not in mallory.get("/v1/pool").text
+            metrics = httpx.get(f"{service.url}/metrics").text
+            assert alices not in metrics and 'image="sandbox-env"' in metrics
+        finally:
+            alice.delete(f"/v1/sessions/{session}")
+
+
+def test_the_same_inputs_share_the_build_not_the_other_tenants_id(
+    service: Service, alices: str
+) -> None:
+    """A tenant that uploads the very same inputs shows it has them: it gets the build from
+    the cache, and the id opens for it too (it holds nothing it did not send)."""
+    with client(service, "mallory") as mallory:
+        same = build(
+            mallory,
+            {
+                "Dockerfile": "FROM python:3.13-slim\nCOPY secret.txt /srv/secret.txt\n",
+                "secret.txt": SECRET,
+            },
+        )
+        assert same.status_code == 200 and same.json()["cached"] is True
+        assert same.json()["environment"] == alices
+        assert mallory.get(f"/v1/environments/{alices}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "refusal"),
+    [
+        ("FROM python:3.13-slim\nADD http://127.0.0.1:9/admin /x\n", "host's own network"),
+        ("# escape=`\nFROM python:3.13-slim\n", "parser directive"),
+        ("\ufeffFROM python:3.13-slim\n", "byte-order mark"),
+        ("FROM python:3.13-slim\nCOPY --from=busybox:latest / /b\n", "never pulled"),
+        ("FROM python:3.13-slim\nONBUILD RUN id\n", "ONBUILD"),
+        ("FROM python:3.13-slim\nRUN --network=host true\n", "flags on RUN"),
+    ],
+)
+def test_a_dockerfile_that_could_escape_the_reader_is_refused(
+    service: Service, dockerfile: str, refusal: str
+) -> None:
+    with client(service, "mallory") as mallory:
+        refused = build(mallory, {"Dockerfile": dockerfile})
+    assert refused.status_code == 422 and refusal in refused.json()["message"], refused.text
+
+
+STEERING = """\
+FROM python:3.13-slim
+COPY hook/ /hook/
+ENV PYTHONPATH=/hook PYTHONSTARTUP=/hook/startup.py LD_PRELOAD=/hook/none.so
+HEALTHCHECK --interval=1s --timeout=1s \
+    CMD cat /judge/* > /tmp/healthcheck-ran 2>&1; id -u >> /tmp/healthcheck-ran
+RUN mkdir -p /opt/sandbox && printf 'raise SystemExit("planted")\\n' > /opt/sandbox/json.py
+"""
+HOOK = "import os\nif os.getuid() == 0:\n    open('/tmp/root-hook-ran', 'w').write('uid 0')\n"
+
+
+def test_an_images_metadata_does_not_steer_the_runner(service: Service) -> None:
+    with client(service, "mallory") as mallory:
+        built = build(
+            mallory,
+            {"Dockerfile": STEERING, "hook/sitecustomize.py": HOOK, "hook/startup.py": HOOK},
+        )
+        assert built.status_code == 200, built.text
+        assert any("HEALTHCHECK is ignored" in n for n in built.json()["notes"])
+        opened = open_session(mallory, built.json()["environment"])
+        assert opened.status_code == 201, opened.text
+        session = opened.json()["id"]
+        try:
+            time.sleep(3)  # a health check at 1 s intervals would have run by now
+            seen = run(mallory, session, "ls /tmp; id -u; python3 -c 'import json; print(1)'")
+            assert seen["status"] == "ok", seen
+            listing = str(seen["stdout"])
+            assert "root-hook-ran" not in listing and "healthcheck-ran" not in listing
+            # The user's own commands are the sandbox uid, the runner's json is the stdlib's.
+            assert listing.splitlines()[-2:] == ["10001", "1"]
+        finally:
+            mallory.delete(f"/v1/sessions/{session}")
+    engine = docker.from_env()
+    try:
+        image = engine.images.get(built.json()["image"])
+        assert image.attrs["Config"]["Healthcheck"]  # the image has one; no sandbox runs it
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "refusal"),
+    [
+        ("FROM python:3.13-slim\nVOLUME /data\n", "VOLUME /data"),
+        ("FROM python:3.13-slim\nRUN echo /x.so > /etc/ld.so.preload\n", "ld.so.preload"),
+    ],
+)
+def test_image_metadata_that_would_act_at_run_time_is_refused(
+    service: Service, dockerfile: str, refusal: str
+) -> None:
+    with client(service, "mallory") as mallory:
+        refused = build(mallory, {"Dockerfile": dockerfile})
+    assert refused.status_code == 422 and refusal in refused.json()["message"], refused.text
+
+
+@pytest.mark.parametrize("workdir", ["/etc", "/usr/local/bin", "/usr", "/var/lib/x"])
+def test_a_workdir_over_a_system_directory_stays_read_only(service: Service, workdir: str) -> None:
+    with client(service, "mallory") as mallory:
+        built = build(mallory, {"Dockerfile": f"FROM python:3.13-slim\nWORKDIR {workdir}\n"})
+        assert built.status_code == 200, built.text
+        assert any(f"WORKDIR {workdir} stays read-only" in n for n in built.json()["notes"])
+        session = open_session(mallory, built.json()["environment"]).json()["id"]
+        try:
+            wrote = run(mallory, session, f"echo x > {workdir}/planted")
+            assert wrote["exit_code"] != 0, wrote
+        finally:
+            mallory.delete(f"/v1/sessions/{session}")
+
+
+def test_the_build_timeout_stops_the_real_step(service: Service, tmp_path: Path) -> None:
+    """A step that prints a fake "Running in" line does not steer the watchdog."""
+    fake = "0" * 64
+    dockerfile = (
+        f"FROM python:3.13-slim\nRUN echo ' ---> Running in {fake}'; sleep 61; echo too-late > /f\n"
+    )
+    started = time.monotonic()
+    with client(service, "mallory") as mallory:
+        slow = build(mallory, {"Dockerfile": dockerfile}, build_timeout_s="5")
+    took = time.monotonic() - started
+    assert slow.status_code == 504, slow.text
+    assert took < 45, took  # the step's own 61 s never ran out
+    engine = docker.from_env()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            running = [
+                c for c in engine.containers.list() if "sleep 61" in " ".join(c.attrs["Args"])
+            ]
+            if not running:
+                break
+            time.sleep(0.5)
+        assert not running, running
+    finally:
+        engine.close()
+
+
+def test_a_build_step_has_no_network_and_a_memory_limit(service: Service) -> None:
+    """A RUN step sees only a loopback interface, and one allocating past build_memory_mb
+    is killed (the build fails as the tenant's, the service goes on)."""
+    interfaces = (
+        "FROM python:3.13-slim\n"
+        'RUN cat /proc/net/dev; test "$(awk -F: \'NR>2 {gsub(/ /, "", $1); print $1}\' '
+        '/proc/net/dev)" = lo\n'
+    )
+    hog = "FROM python:3.13-slim\nRUN python3 -c 'b = bytearray(900 << 20); print(len(b))'\n"
+    with client(service, "mallory") as mallory:
+        offline = build(mallory, {"Dockerfile": interfaces})
+        assert offline.status_code == 200, offline.text
+        killed = build(mallory, {"Dockerfile": hog})
+        assert killed.status_code == 422, killed.text
+        assert "build_memory_mb=512" in killed.text and "943718400" not in killed.text
+        assert mallory.get("/v1/pool").status_code == 200
