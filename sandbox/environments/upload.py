@@ -114,7 +114,10 @@ def _number(field: bytes) -> int:
 def _checksum_ok(block: bytes) -> bool:
     """The header's checksum field matches its bytes (summed unsigned, or signed as some
     old tars did), the field itself counted as spaces."""
-    stated = _number(block[148:156])
+    try:
+        stated = _number(block[148:156])
+    except _Refused:
+        return False
     unsigned = sum(block) - sum(block[148:156]) + 8 * 32
     if stated == unsigned:
         return True
