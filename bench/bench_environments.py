@@ -30,7 +30,12 @@ from sandbox.client import SandboxClient
 from sandbox.host.launcher import ServiceProcess
 
 ROUNDS = 3
-CONFIG = 'image_aliases:\n  "ubuntu:24.04": sandbox-base\n  "python:3.13-slim": sandbox-python\n'
+# The ubuntu base lacks python3: its runner layer apt-gets it, so this (trusted) bench lets
+# build steps reach the network (build_network: bridge; the default is none).
+CONFIG = (
+    'image_aliases:\n  "ubuntu:24.04": sandbox-base\n  "python:3.13-slim": sandbox-python\n'
+    "build_network: bridge\n"
+)
 BASES = ("ubuntu:24.04", "python:3.13-slim")
 
 
