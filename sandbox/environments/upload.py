@@ -26,6 +26,7 @@ member, the limit and what to change.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import zlib
@@ -513,10 +514,9 @@ class _Dirs:
         fd = os.dup(self.root)
         try:
             for part in parts:
-                try:
+                # made for an earlier member when it exists; O_NOFOLLOW below refuses a link
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass  # made for an earlier member; O_NOFOLLOW below refuses a link
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = child
