@@ -68,7 +68,9 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # image's ENV, e.g. LD_PRELOAD or PYTHONPATH with a sitecustomize, never reaches it) and
 # the interpreter told to ignore PYTHON* variables (-E) and the user site (-s). Its
 # directory is the working directory, which the build replaces whole.
-RUNNER_START = ("/usr/bin/env", "-i", f"PATH={SYSTEM_PATH}", "LANG=C.UTF-8")
+# HOME as the engine sets it for root: without it, start-up code the zygote runs once
+# (site's expanduser) imports pwd, which every fast-path child would then show.
+RUNNER_START = ("/usr/bin/env", "-i", f"PATH={SYSTEM_PATH}", "LANG=C.UTF-8", "HOME=/root")
 RUNNER_PYTHON = ("python3", "-E", "-s", "-m", "runner")
 # No HEALTHCHECK of the image runs: it would run as root in every sandbox.
 NO_HEALTHCHECK = {"test": ["NONE"]}
