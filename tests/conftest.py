@@ -177,10 +177,34 @@ def one_container_service(policies: Path) -> Iterator[Service]:
         yield svc
 
 
+@contextlib.contextmanager
+def environments_service(state: Path, config: str, *args: str) -> Iterator[Service]:
+    """A service keeping its state in ``state`` with the environments config ``config``
+    (YAML text); the environments it built are removed from the engine afterwards."""
+    config_path = state / "environments.yaml"
+    config_path.write_text(config)
+    svc = Service(
+        *args,
+        env={"SANDBOX_STATE_DIR": str(state), "SANDBOX_ENVIRONMENTS_CONFIG": str(config_path)},
+        log_dir=state,
+    )
+    try:
+        svc.wait_ready()
+        yield svc
+    finally:
+        svc.stop()
+        engine = docker.from_env()
+        for record in (state / "environments").glob("*.json"):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                engine.images.remove(f"sandbox-env:{record.stem}", force=True)
+        engine.close()
+
+
 __all__ = [
     "REPO",
     "SANDBOX_BIN",
     "Service",
+    "environments_service",
     "free_port",
     "harbor_bin",
     "judge_on",

@@ -280,7 +280,9 @@ class EnvironmentBuilder:
         say(f"building environment {environment} ({tag}) from {', '.join(bases)}")
         started = time.monotonic()
         with log_path.open("w") as log:
-            tail = _stream_build(build_context, tag, environment, spec, self.config, log, say)
+            tail = _stream_build(
+                client, build_context, tag, environment, spec, self.config, log, say
+            )
         build_seconds = round(time.monotonic() - started, 2)
         ident = _image_id(client, tag)
         if not ident:
@@ -422,8 +424,7 @@ def _check_config(
     if config.get("OnBuild"):
         refused.append("ONBUILD (from a base image): its instructions would run in other builds")
     if refused:
-        with contextlib.suppress(ImageNotFound, APIError):
-            client.images.remove(tag, force=True)
+        _discard(client, tag)
         raise InvalidRequestError("the image is refused: " + "; ".join(refused))
     if config.get("Healthcheck"):
         notes.append("the image's HEALTHCHECK is ignored: sandboxes run no health check")
@@ -460,7 +461,14 @@ def _layer_stage(final_stage: str) -> str:
     )
 
 
+def _discard(client: docker.DockerClient, tag: str) -> None:
+    """Remove the image ``tag`` if it is there."""
+    with contextlib.suppress(ImageNotFound, APIError):
+        client.images.remove(tag, force=True)
+
+
 def _stream_build(
+    client: docker.DockerClient,
     context: Path,
     tag: str,
     environment: str,
@@ -502,8 +510,7 @@ def _stream_build(
                 if line.startswith("Step "):
                     say(f"{environment}: {' '.join(line.split())[:110]}")
     except BuildExpired:
-        with _client() as client, contextlib.suppress(ImageNotFound, APIError):
-            client.images.remove(tag)  # a build that ended past its limit is not kept
+        _discard(client, tag)  # a build that ended past its limit is not kept
         raise SandboxTimeoutError(
             f"the build of environment {environment} took longer than build_timeout_s="
             f"{spec.build_timeout_s:g} s and was stopped; raise build_timeout_s (at most 7200) "

@@ -7,9 +7,9 @@ stopped through anything it printed: :func:`run_build` starts this module as a c
 process, reads its chunks, and kills the child when the time is up; the kernel then
 closes the child's connection and the engine does the rest.
 
-The child reads its arguments as one JSON object on stdin and writes each chunk the
-engine streams as one JSON line on stdout. Every step runs with no network and the
-memory limit it is given (the engine's ``networkmode`` and ``memory``/``memswap``).
+The child reads its arguments (``docker.APIClient.build``'s keyword arguments, the
+network and memory limits of the steps among them) as one JSON object on stdin and
+writes each chunk the engine streams as one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -60,8 +60,10 @@ def run_build(arguments: dict[str, Any], timeout_s: float) -> Iterator[dict[str,
         for line in child.stdout:
             if expired.is_set():
                 break
-            with contextlib.suppress(ValueError):
+            try:
                 chunk = json.loads(line)
+            except ValueError:
+                continue
             if not isinstance(chunk, dict):
                 continue
             if "engine_error" in chunk:

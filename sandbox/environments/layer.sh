@@ -17,14 +17,13 @@ command -v bash >/dev/null 2>&1 || need="$need bash"
 command -v tar >/dev/null 2>&1 || need="$need tar"
 command -v find >/dev/null 2>&1 || need="$need findutils"
 if [ -n "$need" ]; then
-    command -v apt-get >/dev/null 2>&1 || refuse "the image lacks$need and has no apt-get to \
-install them; base the task on an image with python3 >= 3.9, bash, tar and find (or alias its \
+    base="base the task on an image with python3 >= 3.9, bash, tar and find (or alias its \
 FROM to sandbox-python in the environments config)"
+    command -v apt-get >/dev/null 2>&1 || refuse "the image lacks$need and has no apt-get to \
+install them; $base"
     echo "sandbox-layer: installing$need with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    offline="build steps have no network unless the operator sets build_network: bridge; \
-base the task on an image with python3 >= 3.9, bash, tar and find (or alias its FROM to \
-sandbox-python in the environments config)"
+    offline="build steps have no network unless the operator sets build_network: bridge; $base"
     apt-get update -qq \
         || refuse "apt-get update failed to install$need ($offline)"
     # shellcheck disable=SC2086

@@ -60,7 +60,12 @@ _OTHER_COMPRESSIONS: Final = (
     (b"7z\xbc\xaf\x27\x1c", "7z"),
 )
 _REGULAR: Final = (b"0", b"\x00", b"7")
-_META: Final = (b"x", b"g", b"L", b"K")
+_META: Final = {
+    b"x": "PAX extended header",
+    b"g": "PAX global header",
+    b"L": "GNU long-name header",
+    b"K": "GNU long-link header",
+}
 _KINDS: Final = {
     b"1": "a hard link",
     b"3": "a character device",
@@ -179,15 +184,7 @@ class _Stream:
 
     def read(self, size: int) -> bytes:
         """Exactly ``size`` bytes (``size`` is small: a header, or capped metadata)."""
-        parts = []
-        left = size
-        while left:
-            piece = self._next(min(left, _CHUNK))
-            if not piece:
-                raise _Refused("the archive ends in the middle of a member (truncated?)")
-            parts.append(bytes(piece))
-            left -= len(piece)
-        return b"".join(parts)
+        return b"".join(bytes(piece) for piece in self.pieces(size))
 
     def block(self) -> bytes | None:
         """The next 512-byte block; None at the very end of the stream."""
@@ -228,12 +225,7 @@ class _Reader:
         )
 
     def _meta(self, kind: bytes, size: int, index: int, after: str | None) -> bytes:
-        label = {
-            b"x": "PAX extended header",
-            b"g": "PAX global header",
-            b"L": "GNU long-name header",
-            b"K": "GNU long-link header",
-        }[kind]
+        label = _META[kind]
         where = f"after member {after!r}" if after else "at the start"
         if size > MAX_META_HEADER_BYTES:
             raise PayloadTooLargeError(

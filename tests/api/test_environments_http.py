@@ -5,7 +5,6 @@ Dockerfile installed, its lowered resources, a warm pool on first use, snapshot 
 from __future__ import annotations
 
 import base64
-import contextlib
 import io
 import os
 import secrets
@@ -20,7 +19,7 @@ import pytest
 
 from sandbox.client import AsyncSandboxClient, SandboxClient
 from sandbox.host.labels import LABEL_POLICY
-from tests.conftest import Service
+from tests.conftest import Service, environments_service
 
 pytestmark = pytest.mark.docker
 
@@ -35,23 +34,8 @@ max_context_mb: 1
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    state = tmp_path_factory.mktemp("state")
-    config = state / "environments.yaml"
-    config.write_text(CONFIG)
-    svc = Service(
-        env={"SANDBOX_STATE_DIR": str(state), "SANDBOX_ENVIRONMENTS_CONFIG": str(config)},
-        log_dir=state,
-    )
-    try:
-        svc.wait_ready()
+    with environments_service(tmp_path_factory.mktemp("state"), CONFIG) as svc:
         yield svc
-    finally:
-        svc.stop()
-        client = docker.from_env()
-        for record in (state / "environments").glob("*.json"):
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                client.images.remove(f"sandbox-env:{record.stem}", force=True)
-        client.close()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ system directory, files planted in the runner's directory)."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import tarfile
 import time
@@ -20,7 +19,7 @@ import pytest
 import yaml
 
 from sandbox.service.tenants import hash_key, new_key
-from tests.conftest import Service
+from tests.conftest import Service, environments_service
 
 pytestmark = pytest.mark.docker
 
@@ -34,24 +33,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     keys = state / "keys.yaml"
     entries = [{"tenant": t, "key_sha256": hash_key(k)} for t, k in KEYS.items()]
     keys.write_text(yaml.safe_dump({"keys": entries}))
-    config = state / "environments.yaml"
-    config.write_text(CONFIG)
-    svc = Service(
-        "--keys",
-        str(keys),
-        env={"SANDBOX_STATE_DIR": str(state), "SANDBOX_ENVIRONMENTS_CONFIG": str(config)},
-        log_dir=state,
-    )
-    try:
-        svc.wait_ready()
+    with environments_service(state, CONFIG, "--keys", str(keys)) as svc:
         yield svc
-    finally:
-        svc.stop()
-        engine = docker.from_env()
-        for record in (state / "environments").glob("*.json"):
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                engine.images.remove(f"sandbox-env:{record.stem}", force=True)
-        engine.close()
 
 
 def client(service: Service, tenant: str) -> httpx.Client:
@@ -77,6 +60,13 @@ def build(http: httpx.Client, files: dict[str, str], **params: str) -> httpx.Res
         params=params,
         headers={"Content-Type": "application/x-tar"},
     )
+
+
+def assert_refused(service: Service, dockerfile: str, refusal: str) -> None:
+    """Mallory's build of ``dockerfile`` is refused (422) with ``refusal`` in the message."""
+    with client(service, "mallory") as mallory:
+        refused = build(mallory, {"Dockerfile": dockerfile})
+    assert refused.status_code == 422 and refusal in refused.json()["message"], refused.text
 
 
 SECRET = "alice-secret-4f1c"
@@ -173,9 +163,7 @@ def test_the_same_inputs_share_the_build_not_the_other_tenants_id(
 def test_a_dockerfile_that_could_escape_the_reader_is_refused(
     service: Service, dockerfile: str, refusal: str
 ) -> None:
-    with client(service, "mallory") as mallory:
-        refused = build(mallory, {"Dockerfile": dockerfile})
-    assert refused.status_code == 422 and refusal in refused.json()["message"], refused.text
+    assert_refused(service, dockerfile, refusal)
 
 
 STEERING = """\
@@ -228,9 +216,7 @@ def test_an_images_metadata_does_not_steer_the_runner(service: Service) -> None:
 def test_image_metadata_that_would_act_at_run_time_is_refused(
     service: Service, dockerfile: str, refusal: str
 ) -> None:
-    with client(service, "mallory") as mallory:
-        refused = build(mallory, {"Dockerfile": dockerfile})
-    assert refused.status_code == 422 and refusal in refused.json()["message"], refused.text
+    assert_refused(service, dockerfile, refusal)
 
 
 @pytest.mark.parametrize("workdir", ["/etc", "/usr/local/bin", "/usr", "/var/lib/x"])

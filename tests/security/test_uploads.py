@@ -6,7 +6,6 @@ the host outside the unpack folder, and the service goes on building."""
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import secrets
@@ -14,11 +13,10 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import httpx
 import pytest
 
-from tests.conftest import Service
+from tests.conftest import Service, environments_service
 
 pytestmark = pytest.mark.docker
 
@@ -28,23 +26,8 @@ DOCKERFILE = b"FROM python:3.13-slim\n"
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    state = tmp_path_factory.mktemp("state")
-    config = state / "environments.yaml"
-    config.write_text(CONFIG)
-    svc = Service(
-        env={"SANDBOX_STATE_DIR": str(state), "SANDBOX_ENVIRONMENTS_CONFIG": str(config)},
-        log_dir=state,
-    )
-    try:
-        svc.wait_ready()
+    with environments_service(tmp_path_factory.mktemp("state"), CONFIG) as svc:
         yield svc
-    finally:
-        svc.stop()
-        engine = docker.from_env()
-        for record in (state / "environments").glob("*.json"):
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                engine.images.remove(f"sandbox-env:{record.stem}", force=True)
-        engine.close()
 
 
 def member(name: str, data: bytes = b"x", **fields: object) -> tuple[tarfile.TarInfo, bytes]:
