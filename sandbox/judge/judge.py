@@ -7,10 +7,9 @@ Four kinds of tests, all run inside one leased sandbox per submission:
   trusted side (exact, trailing-whitespace, token-wise or float-tolerant).
   A ``driver`` appended to the candidate's code (a ``main`` calling its
   function and printing the result) makes function-style tests in any language.
-  The driver runs in the candidate's process, so its exit status proves nothing
-  (the candidate's function may call ``exit(0)``): the program's output must end
-  with a random token drawn per judgement, printed by code that runs after the
-  driver's last statement (see :func:`driven_program`).
+  The driver runs in the candidate's process, so only what it prints is evidence
+  (compared here); a driver that prints nothing runs in the judge's process in
+  Python and is refused elsewhere (:mod:`sandbox.judge.drivers`).
 - ``function`` (Python): an entry point, argument lists and expected values.
   The candidate runs in its own process as the sandbox uid; a harness running
   as the judge uid calls it across a socket and reports the *plain values* it
@@ -45,7 +44,6 @@ import json
 import logging
 import math
 import re
-import secrets
 import time
 from typing import Any
 
@@ -60,6 +58,15 @@ from sandbox.core.execution import (
     sandbox_env,
 )
 from sandbox.errors import InfrastructureError, InvalidRequestError, SandboxTimeoutError
+from sandbox.judge.drivers import (
+    case_names,
+    case_results,
+    check_driver,
+    driven_program,
+    judge_side_tests,
+    runs_in_judge,
+    without_placeholder,
+)
 from sandbox.judge.models import (
     MESSAGE_CHARS,
     AssertTests,
@@ -198,55 +205,6 @@ def same_value(actual: Any, expected: Any, rel: float, abs_: float) -> bool:
             same_value(actual[k], expected[k], rel, abs_) for k in expected
         )
     return type(actual) is type(expected) and bool(actual == expected)
-
-
-# ------------------------------------------------------------------------ drivers
-
-
-def driven_program(code: str, driver: str | None, language: Language) -> tuple[str, str | None]:
-    """The program an ``io`` test runs, and the token its output must end with (or None).
-
-    Without a driver: the candidate's code, no token. With one: the code, then the
-    driver, then (unless the driver prints :data:`DRIVER_DONE` itself, as it must
-    where a ``main`` runs the program) the language's epilogue printing it; in the
-    driver and the epilogue only, never in the candidate's code, ``DRIVER_DONE``
-    becomes a random token drawn now. A program that ends before the driver's last
-    statement (``exit(0)`` in the candidate's function, a handler turning the
-    failure that ends it into status 0) has not printed it. None when the language
-    has no epilogue and the driver does not print it (:func:`_check_driver`).
-    """
-    if driver is None:
-        return code, None
-    program = f"{code}\n{driver}\n"
-    if DRIVER_DONE not in driver:
-        if language.epilogue is None:
-            return program, None
-        driver = f"{driver}\n{language.epilogue(program)}"
-    token = secrets.token_hex(16)
-    return f"{code}\n{driver.replace(DRIVER_DONE, token)}\n", token
-
-
-def _check_driver(tests: IOTests, language: Language) -> None:
-    """Refuse a driver whose only evidence would be the exit status: one that prints
-    nothing, in a language where the judge cannot append the token's printing."""
-    driver = tests.driver or ""
-    if not tests.silent_driver or language.epilogue is not None or DRIVER_DONE in driver:
-        return
-    raise InvalidRequestError(
-        f"io tests whose {language.name} driver prints nothing pass any program that exits 0 "
-        "before the driver's end (exit(0) in the candidate's function): print "
-        f"{DRIVER_DONE!r} as the driver's last output, after its last test (the judge "
-        "replaces it by a random token the output must end with), or print what the "
-        "function returned and expect that"
-    )
-
-
-def _before_token(output: str, token: str) -> str | None:
-    """The output before the token it must end with (a newline after it allowed)."""
-    for end in (f"{token}\n", token):
-        if output.endswith(end):
-            return output[: -len(end)]
-    return None
 
 
 # ------------------------------------------------------------------------ scoring
@@ -398,7 +356,7 @@ class Judge:
         if isinstance(request.tests, CommandTests):
             self._check_command_paths(request.tests, language.for_code(request.code))
         if isinstance(request.tests, IOTests):
-            _check_driver(request.tests, language)
+            check_driver(request.tests, language)
         if isinstance(request.tests, FunctionTests):
             for case in request.tests.cases:
                 from_json(case.args)
@@ -506,8 +464,14 @@ class Judge:
         test_timeout: float,
         started: float,
     ) -> JudgeResult:
-        names = [case.name or f"case {i}" for i, case in enumerate(tests.cases)]
-        source, token = driven_program(request.code, tests.driver, language)
+        if runs_in_judge(tests, language):
+            judged = request.model_copy(update={"tests": judge_side_tests(tests)})
+            result = await self._pair(sandbox, judged, limits, env, test_timeout, started)
+            return score(
+                request, case_results(result.tests, tests), message=result.message, started=started
+            )
+        names = case_names(tests)
+        source = driven_program(request.code, tests.driver)
         language = language.for_code(source)
         if language.compiled:
             failure = await self._compile(sandbox, language, source, limits, env)
@@ -536,7 +500,7 @@ class Judge:
             )
             files = None  # written once; the same files serve every case
             for name, case, run in zip(names[first:], part, runs, strict=False):
-                results.append(self._io_verdict(name, case, run, tests, token))
+                results.append(self._io_verdict(name, case, run, tests))
                 stopped = request.early_stop and results[-1].verdict is not TestVerdict.PASSED
                 if stopped:
                     break
@@ -548,24 +512,12 @@ class Judge:
         return score(request, results, started=started)
 
     @staticmethod
-    def _io_verdict(
-        name: str, case: IOCase, run: ExecResult, tests: IOTests, token: str | None
-    ) -> TestResult:
+    def _io_verdict(name: str, case: IOCase, run: ExecResult, tests: IOTests) -> TestResult:
         time_s = run.usage.wall_s
         if run.status is ExecStatus.OK:
             actual = run.stdout.decode("utf-8", errors="replace")
-            if token is not None:
-                output = _before_token(actual, token)
-                if output is None:
-                    return TestResult(
-                        name=name,
-                        verdict=TestVerdict.RUNTIME_ERROR,
-                        time_s=time_s,
-                        weight=case.weight,
-                        message="exited 0 before the end of the driver (no completion "
-                        f"token at the end of its output); got {actual[:200]!r}",
-                    )
-                actual = output
+            if tests.driver is not None and DRIVER_DONE in tests.driver:
+                actual = without_placeholder(actual)
             if compare_output(actual, case.expected_stdout, tests):
                 return TestResult(
                     name=name, verdict=TestVerdict.PASSED, time_s=time_s, weight=case.weight

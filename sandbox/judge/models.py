@@ -64,9 +64,9 @@ class IOTests(_Wire):
         max_length=MAX_CODE_BYTES,
         description="Code appended to the candidate's (e.g. a main() that reads arguments "
         "from stdin, calls the candidate's function and prints the result): function-style "
-        "tests for any language, with the expected outputs kept outside the container. The "
-        "output must end with a completion token drawn per judgement: printed by a line the "
-        "judge appends, or, in languages run by a main, by the driver as @@DRIVER_DONE@@.",
+        "tests for any language, with the expected outputs kept outside the container. Only "
+        "what it prints is evidence: a driver that prints nothing (every expected_stdout "
+        "blank) runs in the judge's process in Python and is refused in other languages.",
     )
     compare: Literal["exact", "rstrip", "tokens", "float"] = "rstrip"
     float_rel_tol: float = Field(default=1e-6, ge=0)
@@ -75,7 +75,7 @@ class IOTests(_Wire):
     @property
     def silent_driver(self) -> bool:
         """A driver with nothing to compare (every expected output blank): its tests are
-        asserts in the candidate's process, the completion token their only evidence."""
+        asserts whose only evidence would be the candidate's own exit status."""
         return self.driver is not None and not any(c.expected_stdout.strip() for c in self.cases)
 
 

@@ -7,12 +7,10 @@ check the name resolution and code inspection those rely on, without Docker.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from sandbox.errors import InvalidRequestError
-from sandbox.judge.judge import driven_program
+from sandbox.judge.drivers import driven_program, without_placeholder
 from sandbox.judge.models import TestVerdict as Verdict
 from sandbox.judge.report_parsers import parse_report
 from sandbox.languages import DRIVER_DONE, LANGUAGES, REFUSED, get_language
@@ -170,22 +168,16 @@ def test_a_jest_file_that_failed_to_run_is_a_failed_test() -> None:
     assert [t.verdict for t in parsed.tests] == [Verdict.RUNTIME_ERROR]
 
 
-def test_a_driver_gets_a_fresh_token_and_the_candidate_never_does() -> None:
-    """The judge's completion token: appended after the driver where the top level runs in
-    order, put in place of the placeholder in a driver only (a candidate that writes the
-    placeholder itself prints the placeholder), and new for every judgement."""
-    ruby = get_language("ruby")
-    code = f'def f = puts("{DRIVER_DONE}")\n'
-    program, token = driven_program(code, "f\n", ruby)
-    assert token is not None and re.fullmatch("[0-9a-f]{32}", token)
-    assert program == f'{code}\nf\n\nSTDOUT.write("{token}\\n")\n'
-    assert driven_program(code, "f\n", ruby)[1] != token
-    c_driver = f'int main(void) {{ puts("{DRIVER_DONE}"); }}\n'
-    program, token = driven_program("", c_driver, get_language("c"))
-    assert token is not None and program == "\n" + c_driver.replace(DRIVER_DONE, token) + "\n"
-    # Nothing to append in C, and no placeholder: no token (a silent driver is refused).
-    assert driven_program("", "int main(void) {}\n", get_language("c"))[1] is None
-    assert driven_program("print(1)\n", None, get_language("python")) == ("print(1)\n", None)
+def test_a_driver_is_appended_and_the_old_placeholder_only_stripped() -> None:
+    """No completion token any more (a candidate can read any mark from its own program):
+    the program is the code then the driver, and a last line printing the old placeholder
+    is dropped from the output before the comparison."""
+    assert driven_program("int f(void);\n", "int main(void) {}\n") == (
+        "int f(void);\n\nint main(void) {}\n\n"
+    )
+    assert driven_program("print(1)\n", None) == "print(1)\n"
+    assert without_placeholder(f"5\n{DRIVER_DONE}\n") == "5\n"
+    assert without_placeholder(f"{DRIVER_DONE}\n5\n") == f"{DRIVER_DONE}\n5\n"
 
 
 def test_php_prints_the_token_from_php_code() -> None:
