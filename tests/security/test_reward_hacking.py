@@ -29,6 +29,7 @@ from sandbox.host.images import resolve_image
 from sandbox.judge.judge import Judge, JudgeRequest, JudgeResult
 from sandbox.languages import DRIVER_DONE
 from sandbox.policy import Policy
+from sandbox.quality import hacks
 from tests.conftest import make_policy
 
 pytestmark = pytest.mark.docker
@@ -1261,69 +1262,122 @@ async def test_driver_function_tests_cannot_be_forged(
     assert_zero(await judge.judge(request(thief, tests, language=language), tenant=TENANT))
 
 
-# Assert-style drivers (MultiPL-E's tests): the output holds no value, so a pass needs the
-# completion token, printed after the last assert (by the driver in C, whose main runs
-# them; appended by the judge in JavaScript). The candidate's own placeholder stays one.
-C_ASSERT_DRIVER = f"""\
+# Silent drivers (asserts that print nothing: MultiPL-E's tests). Nothing from the
+# candidate's process can prove that they ran to their end: any mark written into the
+# program (a completion token) can be read back from its source, its binary or its memory.
+# So a Python driver runs in the judge's process against the candidate's module (as
+# ``assert`` tests do), and elsewhere a silent driver is refused before anything runs.
+PY_SILENT_DRIVER = "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"
+C_SILENT_DRIVER = """\
 #include <assert.h>
-#include <stdio.h>
-int main(void) {{
+int main(void) {
     assert(add(2, 3) == 5);
     assert(add(-1, 1) == 0);
-    puts("{DRIVER_DONE}");
     return 0;
-}}
+}
 """
-JS_ASSERT_DRIVER = 'const assert = require("assert");\nassert.strictEqual(add(2, 3), 5);\n'
-ASSERT_DRIVERS = {
-    "c": (
-        C_ASSERT_DRIVER,
-        "int add(int a, int b) { return a + b; }\n",
-        {
-            "exits 0": "#include <stdlib.h>\nint add(int a, int b) { exit(0); }\n",
-            "prints the placeholder": (
-                "#include <stdio.h>\n#include <stdlib.h>\n"
-                f'int add(int a, int b) {{ puts("{DRIVER_DONE}"); exit(0); }}\n'
-            ),
-        },
-    ),
+JS_SILENT_DRIVER = 'const assert = require("assert");\nassert.strictEqual(add(2, 3), 5);\n'
+PY_HONEST = "def add(a, b):\n    return a + b\n"
+PY_PRINTING_DRIVER = "a, b = map(int, input().split())\nprint(add(a, b))\n"
+DRIVERS = {  # language: (silent driver, printing driver, honest code, wrong code)
+    "python": (PY_SILENT_DRIVER, PY_PRINTING_DRIVER, PY_HONEST, "def add(a, b):\n    return 0\n"),
     "javascript": (
-        JS_ASSERT_DRIVER,
+        JS_SILENT_DRIVER,
+        JS_DRIVER,
         "function add(a, b) { return a + b; }\n",
-        {
-            "exits 0": "function add(a, b) { process.exit(0); }\n",
-            "prints the placeholder": (
-                f'function add(a, b) {{ console.log("{DRIVER_DONE}"); process.exit(0); }}\n'
-            ),
-            "swallows the failure": (
-                'process.on("uncaughtException", () => process.exit(0));\n'
-                "function add(a, b) { return 0; }\n"
-            ),
-        },
+        "function add(a, b) { return 0; }\n",
     ),
+    "c": (
+        C_SILENT_DRIVER,
+        C_DRIVER,
+        "int add(int a, int b) { return a + b; }\n",
+        "int add(int a, int b) { return 0; }\n",
+    ),
+}
+SILENT_CASES = [{"stdin": "", "expected_stdout": ""}]
+
+
+def silent_tests(driver: str, cases: list[dict[str, str]] = SILENT_CASES) -> dict[str, Any]:
+    return {"kind": "io", "driver": driver, "cases": cases}
+
+
+# A wrong ``add`` under a silent Python driver, each trying to end the program "well".
+PY_SILENT_ATTACKS = {
+    "os._exit(0) in the function": "import os\n\ndef add(a, b):\n    os._exit(0)\n",
+    "sys.exit(0) at import": "import sys\nsys.exit(0)\n\ndef add(a, b):\n    return 0\n",
+    "os._exit(0) at exit": (
+        "import atexit, os\natexit.register(os._exit, 0)\n\ndef add(a, b):\n    return 0\n"
+    ),
+    "prints the old placeholder": (
+        f"import os\n\ndef add(a, b):\n    print({DRIVER_DONE!r}, flush=True)\n    os._exit(0)\n"
+    ),
+    "reads a token from its own source": hacks.token_thief("python", DRIVERS["python"][3]),
+    "a rigged __eq__": "class Yes:\n    def __eq__(self, other):\n        return True\n\n"
+    "def add(a, b):\n    return Yes()\n",
 }
 
 
-@pytest.mark.parametrize("language", sorted(ASSERT_DRIVERS))
-async def test_assert_style_drivers_need_the_completion_token(judge: Judge, language: str) -> None:
-    driver, honest, attacks = ASSERT_DRIVERS[language]
-    tests = {"kind": "io", "driver": driver, "cases": [{"stdin": "", "expected_stdout": ""}]}
-    passed = await judge.judge(request(honest, tests, language=language), tenant=TENANT)
+async def test_a_silent_python_driver_runs_in_the_judge(judge: Judge) -> None:
+    """The driver's asserts run in the judge's process, each call crossing to the candidate's:
+    the honest ``add`` passes, and no wrong one ending its program early gets anything."""
+    tests = silent_tests(PY_SILENT_DRIVER)
+    passed = await judge.judge(request(HONEST, tests), tenant=TENANT)
     assert passed.reward == 1.0, passed
-    for attack, code in attacks.items():
+    assert [t.name for t in passed.tests] == ["case 0"], passed
+    for attack, code in PY_SILENT_ATTACKS.items():
+        result = await judge.judge(request(code, tests), tenant=TENANT)
+        assert result.reward == 0.0, (attack, result)
+        assert_zero(result)
+
+
+async def test_a_silent_python_driver_reads_each_cases_stdin(judge: Judge) -> None:
+    """A silent driver that reads its arguments from stdin gets each case's, one test a case
+    (with its weight)."""
+    driver = "a, b = map(int, input().split())\nassert add(a, b) == a + b\n"
+    cases = [
+        {"stdin": "2 3\n", "expected_stdout": "", "weight": 1},
+        {"stdin": "-1 1\n", "expected_stdout": "", "weight": 3, "name": "negative"},
+    ]
+    tests = silent_tests(driver, cases)
+    passed = await judge.judge(request(HONEST, tests, reward="weighted"), tenant=TENANT)
+    assert passed.reward == 1.0, passed
+    assert [(t.name, t.weight) for t in passed.tests] == [("case 0", 1.0), ("negative", 3.0)]
+    code = "def add(a, b):\n    return 5\n"  # right for the first case only
+    partial = await judge.judge(request(code, tests, reward="weighted"), tenant=TENANT)
+    assert partial.reward == 0.25, partial
+    assert [t.verdict for t in partial.tests] == ["passed", "wrong_answer"], partial
+
+
+@pytest.mark.parametrize("language", ["javascript", "c"])
+async def test_a_silent_driver_is_refused_outside_python(judge: Judge, language: str) -> None:
+    """Outside Python the driver can only run in the candidate's process: refused (422),
+    saying what to write instead."""
+    silent, _, honest, _ = DRIVERS[language]
+    with pytest.raises(InvalidRequestError, match="put them in expected_stdout") as refused:
+        await judge.judge(request(honest, silent_tests(silent), language=language), tenant=TENANT)
+    assert "assert" in str(refused.value)
+
+
+@pytest.mark.parametrize("path", ["silent", "printing"])
+@pytest.mark.parametrize("language", sorted(DRIVERS))
+async def test_the_token_thief_gets_nothing_on_any_driver_path(
+    judge: Judge, language: str, path: str
+) -> None:
+    """A wrong ``add`` that reads its own program (source, binary), prints the last
+    32-hex-digit run found there (where a completion token would be) and exits 0: reward 0,
+    or a refusal before anything runs; the honest one still gets 1.0 where it runs."""
+    silent, printing, honest, wrong = DRIVERS[language]
+    tests = silent_tests(silent) if path == "silent" else driver_tests(printing)
+    thief = hacks.token_thief(language, wrong)
+    assert thief is not None
+    refused = path == "silent" and language != "python"
+    for code, reward in ((honest, 1.0), (thief, 0.0)):
+        if refused:
+            with pytest.raises(InvalidRequestError):
+                await judge.judge(request(code, tests, language=language), tenant=TENANT)
+            continue
         result = await judge.judge(request(code, tests, language=language), tenant=TENANT)
-        assert_zero(result, "runtime_error")
-        assert "before the end of the driver" in str(result.tests[0].message), (attack, result)
-
-
-async def test_a_silent_driver_without_the_token_is_refused(judge: Judge) -> None:
-    """In C nothing appended runs after main: a driver that prints nothing, and does not
-    print the token either, would make the exit status the only evidence."""
-    driver = C_ASSERT_DRIVER.replace(f'    puts("{DRIVER_DONE}");\n', "")
-    tests = {"kind": "io", "driver": driver, "cases": [{"stdin": "", "expected_stdout": ""}]}
-    honest = ASSERT_DRIVERS["c"][1]
-    with pytest.raises(InvalidRequestError, match="print '@@DRIVER_DONE@@' as the driver's last"):
-        await judge.judge(request(honest, tests, language="c"), tenant=TENANT)
+        assert result.reward == reward, result
 
 
 @pytest.mark.parametrize("language", ["javascript", "c", "go"])
