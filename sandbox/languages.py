@@ -41,8 +41,8 @@ KOTLIN_CLASSPATH = (
 MAIN = "{main}"
 """In a language's file name and commands: the main class or object found in the code."""
 DRIVER_DONE = "@@DRIVER_DONE@@"
-"""In an ``io`` test's driver (and a language's :attr:`Language.epilogue`): replaced by the
-judge's completion token, which the program's output must end with."""
+"""The old completion placeholder: a driver printing it as its last line has that line
+dropped before the comparison (it proves nothing, see :mod:`sandbox.judge.drivers`)."""
 
 ReportKind = Literal["pytest", "junit", "go-json", "jest-json"]
 
@@ -121,16 +121,6 @@ def _php_source(code: str) -> str:
     return code if "<?php" in code or "<?=" in code else f"<?php\n{code}"
 
 
-def _php_epilogue(program: str) -> str:
-    """PHP's ``echo``, opening a PHP block first if the program ends outside one (``?>``)."""
-    echo = f'echo "{DRIVER_DONE}\\n";'
-    return f"<?php {echo}" if program.rfind("?>") > program.rfind("<?") else echo
-
-
-def _appended(statement: str) -> Callable[[str], str]:
-    return lambda _program: statement
-
-
 @dataclass(frozen=True)
 class Language:
     """One language: its image, the file its code goes in, how to build and run it.
@@ -158,10 +148,6 @@ class Language:
     #: SandboxFusion runs it without a build (the build is ours): its ``compile_timeout``
     #: does not bound the build, the policy's ``compile_time_s`` does.
     own_build: bool = False
-    #: For a program (candidate's code, then a driver): the code to append that runs after
-    #: the rest of it and prints :data:`DRIVER_DONE` on a line of stdout. None where a
-    #: ``main`` runs the program (nothing appended runs last): the driver prints it there.
-    epilogue: Callable[[str], str] | None = None
 
     @property
     def compiled(self) -> bool:
@@ -210,14 +196,12 @@ LANGUAGES: dict[str, Language] = {
             source_file="main.py",
             run=("python3", "main.py"),
             env=_PYTHON_ENV,
-            epilogue=_appended(f'__import__("sys").stdout.write("{DRIVER_DONE}\\n")'),
         ),
         Language(
             "bash",
             image="python",
             source_file="main.sh",
             run=("bash", "main.sh"),
-            epilogue=_appended(f"printf '%s\\n' '{DRIVER_DONE}'"),
         ),
         Language(
             "c",
@@ -238,7 +222,6 @@ LANGUAGES: dict[str, Language] = {
             image="polyglot",
             source_file="main.js",
             run=("node", "main.js"),
-            epilogue=_appended(f'process.stdout.write("{DRIVER_DONE}\\n");'),
         ),
         Language(
             "typescript",
@@ -248,7 +231,6 @@ LANGUAGES: dict[str, Language] = {
             run=("node", "main.js"),
             description="transpiled without type checking (as tsx), then run by node",
             own_build=True,
-            epilogue=_appended(f'process.stdout.write("{DRIVER_DONE}\\n");'),
         ),
         Language(
             "go",
@@ -287,35 +269,30 @@ LANGUAGES: dict[str, Language] = {
             source_file="main.php",
             run=("php", "-d", "zend.assertions=1", "-d", "assert.exception=1", "-f", "main.php"),
             prepare=_php_source,
-            epilogue=_php_epilogue,
         ),
         Language(
             "ruby",
             image="polyglot",
             source_file="main.rb",
             run=("ruby", "main.rb"),
-            epilogue=_appended(f'STDOUT.write("{DRIVER_DONE}\\n")'),
         ),
         Language(
             "lua",
             image="polyglot",
             source_file="main.lua",
             run=("lua5.4", "main.lua"),
-            epilogue=_appended(f'io.stdout:write("{DRIVER_DONE}\\n")'),
         ),
         Language(
             "perl",
             image="polyglot",
             source_file="main.pl",
             run=("perl", "main.pl"),
-            epilogue=_appended(f'print STDOUT "{DRIVER_DONE}\\n";'),
         ),
         Language(
             "r",
             image="polyglot",
             source_file="main.R",
             run=("Rscript", "main.R"),
-            epilogue=_appended(f'cat("{DRIVER_DONE}\\n", file = stdout())'),
         ),
         Language(
             "csharp",
@@ -367,7 +344,6 @@ LANGUAGES: dict[str, Language] = {
             source_file="main.sql",
             run=("sqlite3", "-bail", "-batch", ":memory:", ".read main.sql"),
             description="SQLite, an in-memory database",
-            epilogue=_appended(f".print {DRIVER_DONE}"),
         ),
         Language(
             "verilog",
@@ -396,7 +372,6 @@ LANGUAGES: dict[str, Language] = {
             run=("java", *_JVM_FLAGS, "-Xss64m", "-ea", "-cp", KOTLIN_CLASSPATH, "KtsMainKt"),
             description="compiled once (kotlinc), run by a launcher of the script class",
             own_build=True,
-            epilogue=_appended(f'print("{DRIVER_DONE}\\n")'),
         ),
         Language(
             "racket",
@@ -405,7 +380,6 @@ LANGUAGES: dict[str, Language] = {
             compile=("raco", "make", "main.rkt"),
             run=("racket", "main.rkt"),
             description="compiled once (raco make): a run starts twice as fast",
-            epilogue=_appended(f'(display "{DRIVER_DONE}\\n")'),
         ),
         Language(
             "haskell",
@@ -430,7 +404,6 @@ LANGUAGES: dict[str, Language] = {
             source_file="main.ml",
             compile=("ocamlopt", "unix.cmxa", "str.cmxa", "-o", "main", "main.ml"),
             run=("./main",),
-            epilogue=_appended(f';;\nlet () = Stdlib.print_string "{DRIVER_DONE}\\n"'),
         ),
         # SandboxFusion's test-runner modes: the code is the tests.
         Language(

@@ -9,7 +9,7 @@ into a program so that it runs before anything else (a constructor in C and
 C++, ``init`` in Go, a static initialiser in Java, the first statement of each
 function in Rust, an ``initial`` block of the testbench (else the first module) in
 Verilog, the top of the file in scripts and SQL). A *token thief* reads the
-program's own source for the judge's completion token (``io`` drivers).
+program's own source for a driver's mark of completion (``io`` drivers).
 """
 
 from __future__ import annotations
@@ -1054,7 +1054,7 @@ _THIEVES: Final = {
 
 def token_thief(language: str, code: str) -> str | None:
     """``code`` with a hook, run before anything else, that reads the program's own source,
-    prints the last 32-hex-digit run in it (where the judge's completion token is) and
+    prints the last 32-hex-digit run in it (where a driver's mark of completion is) and
     exits 0. None for a language without one (those with MultiPL-E tests have one)."""
     thief = _THIEVES.get(language)
     if thief is None:

@@ -143,10 +143,11 @@ PROBES: Final = (
     ),
     Probe(
         "read-own-program",
-        "reading the completion token from its own program",
-        "for io tests whose driver prints nothing (asserts run in the candidate's process): "
-        "reads its own source, prints the judge's completion token found there and exits 0 "
-        "before any test runs",
+        "reading a completion mark from its own program",
+        "for io tests with a driver (which runs in the candidate's process, so the program "
+        "holds it): reads its own source (and binary), prints the last 32-hex-digit run "
+        "found there (where a driver's mark of completion would be) and exits 0 before any "
+        "test runs",
         tasks=False,
     ),
     Probe(
@@ -507,6 +508,6 @@ def problem_submission(name: str, problem: Problem) -> str | None:
 
 def _token_thief(problem: Problem) -> str | None:
     tests = problem.request.tests
-    if not isinstance(tests, IOTests) or not tests.silent_driver:
+    if not isinstance(tests, IOTests) or tests.driver is None:
         return None
     return hacks.token_thief(problem.language, problem.reference)

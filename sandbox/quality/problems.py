@@ -20,8 +20,12 @@
    set-up code and the asserts, calling the solution's functions by name.
 4. **MultiPL-E** (``prompt``, ``canonical_solution``, and ``tests`` as the text of the
    tests in the problem's language, as in ``tests/data/humaneval_multipl``): ``io``
-   tests whose ``driver`` is that text, one case with empty stdin and output; the
-   reference is prompt + canonical solution; the untouched initial state is the
+   tests, one case with empty stdin. With ``driver`` and ``expected_stdout`` beside
+   them (a printing driver, as ``tests/data/humaneval_multipl`` has), those, compared
+   as floats within 1e-6; else ``tests`` as a silent driver, which only Python can
+   judge (in the judge's process: elsewhere its only evidence would be the exit status
+   of the candidate's own process) and which is reported broken in other languages.
+   The reference is prompt + canonical solution; the untouched initial state is the
    prompt alone.
 
 The language is the line's ``language``, else the file's name when it is one
@@ -40,7 +44,9 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from sandbox.errors import InvalidRequestError
+from sandbox.judge.drivers import check_driver
 from sandbox.judge.judge import JudgeRequest
+from sandbox.judge.models import IOTests
 from sandbox.languages import get_language
 
 __all__ = ["MAX_PROBLEM_LINE_BYTES", "Problem", "ProblemError", "read_problem_set"]
@@ -117,7 +123,12 @@ def _first(line: Mapping[str, Any], names: tuple[str, ...]) -> Any:
 
 def _as_request(data: Mapping[str, Any], problem_id: str) -> JudgeRequest:
     try:
-        return JudgeRequest.model_validate(data)
+        request = JudgeRequest.model_validate(data)
+        if isinstance(request.tests, IOTests):
+            check_driver(request.tests, get_language(request.language))
+        return request
+    except InvalidRequestError as exc:
+        raise ProblemError(f"the judge refuses these tests: {exc}", problem_id=problem_id) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"] if not str(p).startswith("function-"))
@@ -126,6 +137,20 @@ def _as_request(data: Mapping[str, Any], problem_id: str) -> JudgeRequest:
             f"the tests do not validate as a judge request: {where}: {first['msg']}{more}",
             problem_id=problem_id,
         ) from None
+
+
+def _multipl_e_tests(line: Mapping[str, Any]) -> dict[str, Any]:
+    """A MultiPL-E line's io tests: its printing driver if it has one, else its asserts."""
+    driver, expected = line.get("driver"), line.get("expected_stdout")
+    if isinstance(driver, str) and isinstance(expected, str):
+        return {
+            "kind": "io",
+            "driver": driver,
+            "compare": "float",
+            "float_abs_tol": 1e-6,
+            "cases": [{"stdin": "", "expected_stdout": expected}],
+        }
+    return {"kind": "io", "driver": line["tests"], "cases": [{"stdin": "", "expected_stdout": ""}]}
 
 
 def _parse(line: Mapping[str, Any], path: Path, number: int) -> Problem:
@@ -156,11 +181,7 @@ def _parse(line: Mapping[str, Any], path: Path, number: int) -> Problem:
                 "prelude": prompt,
             }
             if humaneval
-            else {
-                "kind": "io",
-                "driver": line["tests"],
-                "cases": [{"stdin": "", "expected_stdout": ""}],
-            }
+            else _multipl_e_tests(line)
         )
         request = _as_request(
             {

