@@ -53,6 +53,7 @@ from sandbox.host.locks import exclusive
 from sandbox.policy import ExtraTmpfs
 from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
+from .build_cgroup import build_cgroup, pids_root
 from .config import CONFIG_ENV, EnvironmentsConfig, check_reference, normalise_reference
 from .dockerfile import Rewritten, rewrite_from_lines
 from .engine_build import BuildExpired, run_build
@@ -71,6 +72,8 @@ _ANSWER = {"environment", "image", "build_seconds", "notes", "log_tail"}
 LAYER_SCRIPT = Path(__file__).with_name("layer.sh")
 SEED_DIR = "/opt/sandbox-seed"  # where layer.sh keeps the image's WORKDIR
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# What a shell or libc says when fork fails for the process limit (EAGAIN).
+_FORK_FAILED = "Resource temporarily unavailable"
 
 
 class EnvironmentBuilt(BaseModel):
@@ -479,11 +482,11 @@ def _stream_build(
 ) -> deque[str]:
     """Run the build, logging it; stop it past ``spec.build_timeout_s`` (see
     :mod:`.engine_build`). Every step runs on the operator's ``build_network`` (default
-    none) with ``build_memory_mb`` of memory and no swap."""
+    none) with ``build_memory_mb`` of memory and no swap, and the build's steps together
+    with at most ``build_pids`` processes (:mod:`.build_cgroup`)."""
     memory_mb = config.build_memory_mb
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
-    error: str | None = None
-    arguments = {
+    arguments: dict[str, Any] = {
         "path": str(context),
         "dockerfile": f"{LAYER_DIR}/Dockerfile",
         "tag": tag,
@@ -495,27 +498,21 @@ def _stream_build(
         "network_mode": config.build_network,
         "container_limits": {"memory": memory_mb << 20, "memswap": memory_mb << 20},
     }
-    try:
-        for chunk in run_build(arguments, spec.build_timeout_s):
-            if "error" in chunk:
-                error = (chunk.get("errorDetail") or {}).get("message") or str(chunk["error"])
-                log.write(f"ERROR: {error}\n")
-                continue
-            for line in str(chunk.get("stream") or "").splitlines():
-                line = _ANSI.sub("", line)
-                log.write(line + "\n")
-                if not line.strip():
-                    continue
-                tail.append(line + "\n")
-                if line.startswith("Step "):
-                    say(f"{environment}: {' '.join(line.split())[:110]}")
-    except BuildExpired:
-        _discard(client, tag)  # a build that ended past its limit is not kept
-        raise SandboxTimeoutError(
-            f"the build of environment {environment} took longer than build_timeout_s="
-            f"{spec.build_timeout_s:g} s and was stopped; raise build_timeout_s (at most 7200) "
-            "or make the build faster\n" + "".join(tail)
-        ) from None
+    with contextlib.ExitStack() as stack:
+        if config.build_pids:
+            root = pids_root(client.info())
+            arguments["container_limits"]["cgroupparent"] = stack.enter_context(
+                build_cgroup(root, config.build_pids)
+            )
+        try:
+            error = _run_steps(arguments, spec.build_timeout_s, environment, tail, log, say)
+        except BuildExpired:
+            _discard(client, tag)  # a build that ended past its limit is not kept
+            raise SandboxTimeoutError(
+                f"the build of environment {environment} took longer than build_timeout_s="
+                f"{spec.build_timeout_s:g} s and was stopped; raise build_timeout_s (at most "
+                "7200) or make the build faster\n" + "".join(tail)
+            ) from None
     if error is not None:
         layer = [line for line in tail if line.startswith("sandbox-layer:")]
         if layer:
@@ -527,7 +524,39 @@ def _stream_build(
                 f" (137: the step was killed, most often for passing the build memory limit, "
                 f"build_memory_mb={memory_mb}, which the operator sets)"
             )
+        elif config.build_pids and any(_FORK_FAILED in line for line in tail):
+            error += (
+                f" (a process could not be started: the build's steps may have at most "
+                f"build_pids={config.build_pids} processes and threads at once, which the "
+                "operator sets)"
+            )
         raise InvalidRequestError(
             f"building environment {environment} failed: {error.strip()}\n" + "".join(tail)
         )
     return tail
+
+
+def _run_steps(
+    arguments: dict[str, Any],
+    timeout_s: float,
+    environment: str,
+    tail: deque[str],
+    log: IO[str],
+    say: Progress,
+) -> str | None:
+    """Stream the build into ``log`` and ``tail``; the engine's error, or None."""
+    error: str | None = None
+    for chunk in run_build(arguments, timeout_s):
+        if "error" in chunk:
+            error = (chunk.get("errorDetail") or {}).get("message") or str(chunk["error"])
+            log.write(f"ERROR: {error}\n")
+            continue
+        for line in str(chunk.get("stream") or "").splitlines():
+            line = _ANSI.sub("", line)
+            log.write(line + "\n")
+            if not line.strip():
+                continue
+            tail.append(line + "\n")
+            if line.startswith("Step "):
+                say(f"{environment}: {' '.join(line.split())[:110]}")
+    return error

@@ -91,6 +91,14 @@ class EnvironmentsConfig(BaseModel):
         le=16384,
         description="the memory (swap none) each build step may use; a step past it is killed",
     )
+    build_pids: int = Field(
+        default=1024,
+        ge=0,
+        le=1 << 22,
+        description="the processes and threads one build's steps may have at once (a cgroup "
+        "of its own; needs the engine's cgroupfs driver and a writable cgroup file system); "
+        "0: no limit",
+    )
 
     @field_validator("image_aliases")
     @classmethod

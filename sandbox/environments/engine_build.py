@@ -86,6 +86,7 @@ def run_build(arguments: dict[str, Any], timeout_s: float) -> Iterator[dict[str,
 
 
 def _child() -> None:
+    import docker
     import requests
     from docker.errors import DockerException
 
@@ -93,6 +94,11 @@ def _child() -> None:
     from sandbox.host.images import BUILD_HTTP_TIMEOUT_S
 
     arguments = json.loads(sys.stdin.read())
+    # The build API takes a cgroup parent (:mod:`.build_cgroup`); docker-py passes
+    # ``container_limits`` through as the build's parameters but knows only four keys.
+    known = docker.constants.CONTAINER_LIMITS_KEYS
+    given = arguments.get("container_limits", {})
+    docker.constants.CONTAINER_LIMITS_KEYS = [*known, *(k for k in given if k not in known)]  # type: ignore[misc]
     try:
         client = docker_client(timeout=BUILD_HTTP_TIMEOUT_S)
         try:

@@ -24,7 +24,9 @@ from tests.conftest import Service, environments_service
 pytestmark = pytest.mark.docker
 
 KEYS = {tenant: new_key() for tenant in ("alice", "mallory")}
-CONFIG = 'image_aliases:\n  "python:3.13-slim": sandbox-python\nbuild_memory_mb: 512\n'
+CONFIG = (
+    'image_aliases:\n  "python:3.13-slim": sandbox-python\nbuild_memory_mb: 512\nbuild_pids: 64\n'
+)
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +260,34 @@ def test_the_build_timeout_stops_the_real_step(service: Service, tmp_path: Path)
         assert not running, running
     finally:
         engine.close()
+
+
+def _forks(count: int) -> str:
+    """A Dockerfile whose step keeps ``count`` child processes alive at once."""
+    program = (
+        "import os, time\\n"
+        f"for _ in range({count}):\\n"
+        "    if os.fork() == 0:\\n"
+        "        time.sleep(30)\\n"
+        "        os._exit(0)\\n"
+        "print(1)"
+    )
+    return f"FROM python:3.13-slim\nRUN python3 -c \"$(printf '{program}')\"\n"
+
+
+def test_a_build_has_a_process_limit(service: Service) -> None:
+    """The build's steps together may have build_pids (64 here) processes: a step forking
+    100 children fails as the tenant's build, naming the limit; 20 are fine. The build's
+    cgroup is gone afterwards."""
+    with client(service, "mallory") as mallory:
+        bomb = build(mallory, {"Dockerfile": _forks(100)})
+        assert bomb.status_code == 422, bomb.text
+        assert "build_pids=64" in bomb.text and "Resource temporarily unavailable" in bomb.text
+        few = build(mallory, {"Dockerfile": _forks(20)})
+        assert few.status_code == 200, few.text
+        assert mallory.get("/v1/pool").status_code == 200
+    left = [p for p in Path("/sys/fs/cgroup/pids/sandbox-build").iterdir() if p.is_dir()]
+    assert not left, left
 
 
 def test_a_build_step_has_no_network_and_a_memory_limit(service: Service) -> None:
