@@ -7,7 +7,12 @@ this script starts, three times with a fresh nonce (a cold build) and again unch
 creates the container) and again once the pool has warmed. Two bases: ``FROM
 ubuntu:24.04`` (aliased to the python-less debootstrap base, so the runner layer
 installs python3 from Debian's archive) and ``FROM python:3.13-slim`` (aliased to
-sandbox-python). Medians are printed; raw figures go to bench/results/.
+sandbox-python). Each is measured under two network settings of the build steps, each
+with a service of its own, in one run: ``bridge`` (the engine's bridge: the unconfined
+baseline) and ``allowlist`` (the confined default for steps that need a network: an
+internal network per build, the egress proxy letting through only Debian's archive).
+Medians and the confined/baseline ratio of the cold build are printed; raw figures go
+to bench/results/.
 
     .venv/bin/python bench/bench_environments.py
 """
@@ -30,12 +35,16 @@ from sandbox.client import SandboxClient
 from sandbox.host.launcher import ServiceProcess
 
 ROUNDS = 3
-# The ubuntu base lacks python3: its runner layer apt-gets it, so this (trusted) bench lets
-# build steps reach the network (build_network: bridge; the default is none).
-CONFIG = (
-    'image_aliases:\n  "ubuntu:24.04": sandbox-base\n  "python:3.13-slim": sandbox-python\n'
-    "build_network: bridge\n"
-)
+# The ubuntu base lacks python3: its runner layer apt-gets it from Debian's archive.
+ALIASES = 'image_aliases:\n  "ubuntu:24.04": sandbox-base\n  "python:3.13-slim": sandbox-python\n'
+CONFIGS = {
+    "bridge": ALIASES + "build_network: bridge\n",
+    # This machine's resolver answers deb.debian.org with a TEST-NET-3 address (its egress
+    # is intercepted); the proxy refuses such special addresses unless a cidr rule names them.
+    "allowlist": ALIASES
+    + "build_network: allowlist\nbuild_allow:\n  - host: deb.debian.org\n    ports: [80]\n"
+    + "  - cidr: 203.0.113.0/24\n    ports: [80]\n",
+}
 BASES = ("ubuntu:24.04", "python:3.13-slim")
 
 
@@ -81,10 +90,11 @@ def measure(client: SandboxClient, root: Path, base: str) -> dict[str, list[floa
     return figures
 
 
-def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="bench-envs-") as tmp:
+def measure_config(name: str, config: str) -> dict[str, dict[str, list[float]]]:
+    """Every base's figures under one environments config, with a service of its own."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-envs-{name}-") as tmp:
         root = Path(tmp)
-        (root / "environments.yaml").write_text(CONFIG)
+        (root / "environments.yaml").write_text(config)
         service = ServiceProcess(
             log_dir=root,
             env={
@@ -95,18 +105,28 @@ def main() -> int:
         try:
             service.wait_ready()
             with SandboxClient(service.url, timeout=600) as client:
-                results = {base: measure(client, root, base) for base in BASES}
+                return {base: measure(client, root, base) for base in BASES}
         finally:
             service.stop()
             engine = docker.from_env()
             for record in (root / "state" / "environments").glob("*.json"):
                 engine.images.remove(f"sandbox-env:{record.stem}", force=True)
             engine.close()
-    print("| FROM | cold build s | cached build s | first session s | warm session s |")
-    print("|---|---|---|---|---|")
-    for base, figures in results.items():
-        row = [f"{statistics.median(figures[k]):.2f}" for k in ("cold", "cached", "first", "warm")]
-        print(f"| {base} | " + " | ".join(row) + " |")
+
+
+def main() -> int:
+    results = {name: measure_config(name, config) for name, config in CONFIGS.items()}
+    print("| FROM | build network | cold build s | cached build s | first session s | warm s |")
+    print("|---|---|---|---|---|---|")
+    for base in BASES:
+        for name in CONFIGS:
+            figures = results[name][base]
+            keys = ("cold", "cached", "first", "warm")
+            row = [f"{statistics.median(figures[k]):.2f}" for k in keys]
+            print(f"| {base} | {name} | " + " | ".join(row) + " |")
+    for base in BASES:
+        baseline, confined = (statistics.median(results[n][base]["cold"]) for n in CONFIGS)
+        print(f"{base}: confined cold build / baseline = {confined / baseline:.2f}x")
     save_results("environments", {"rounds": ROUNDS, "seconds": results})
     return 0
 

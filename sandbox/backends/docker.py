@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -39,7 +39,7 @@ from ..host.labels import (
     owner_alive,
     owner_label,
 )
-from ..policy import Policy
+from ..policy import AllowRule, Policy
 from ..results import ExecLimits, ExecResult, ExecStatus, ResourceUsage
 from .base import JUDGE_DIR, WORKDIR, Backend, Sandbox
 from .channel import RunnerChannel
@@ -618,6 +618,18 @@ class DockerBackend(Backend):
 
     def _labels(self) -> dict[str, str]:
         return {LABEL_MANAGED: "1", LABEL_OWNER: self.owner}
+
+    def build_networks(
+        self, image: str
+    ) -> Callable[
+        [Sequence[AllowRule]], contextlib.AbstractContextManager[tuple[str, dict[str, str]]]
+    ]:
+        """For image builds run in other threads (``build_network: allowlist``): each call
+        with allow rules is a network of one build's own behind this backend's egress proxy
+        (``image``: the proxy's if none runs yet). Call it on the backend's event loop."""
+        loop = asyncio.get_running_loop()
+        labels = self._labels()
+        return lambda rules: self.networks.build_network(loop, image, rules, labels)
 
     async def oom_killed(self, container_id: str, *, wait_s: float = 2.0) -> bool:
         """Whether the engine reported an OOM kill in this container (waits for the event)."""

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import random
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,16 @@ class SandboxNetwork:
     proxy_ip: ipaddress.IPv4Address
     sandbox_ip: ipaddress.IPv4Address
     generation: int  # of the proxy registered with
+    #: An image build's network: the engine gives each build step the next free address,
+    #: so every address but the gateway's and the proxy's is the build's.
+    shared: bool = False
+
+    @property
+    def clients(self) -> list[ipaddress.IPv4Address]:
+        """The addresses registered with the proxy for this network."""
+        if not self.shared:
+            return [self.sandbox_ip]
+        return [a for a in self.subnet.hosts() if a > self.proxy_ip]
 
     @property
     def proxy_url(self) -> str:
@@ -344,24 +355,59 @@ class AllowlistNetworks:
 
     async def attach(self, image: str, policy: Policy, labels: Mapping[str, str]) -> SandboxNetwork:
         """A new internal network for one sandbox, the proxy on it, the sandbox registered."""
+        return await self._attach(image, policy.network.allow, labels, shared=False)
+
+    async def attach_build(
+        self, image: str, rules: Iterable[AllowRule], labels: Mapping[str, str]
+    ) -> SandboxNetwork:
+        """A new internal network for one image build's steps, every address on it
+        registered with ``rules`` (``image``: the proxy's, if it is not running yet)."""
+        return await self._attach(image, rules, labels, shared=True)
+
+    async def _attach(
+        self, image: str, rules: Iterable[AllowRule], labels: Mapping[str, str], *, shared: bool
+    ) -> SandboxNetwork:
         proxy = await self._ensure_proxy(image, labels)
         network = await asyncio.to_thread(self._create_network, labels, proxy.generation)
+        network = dataclasses.replace(network, shared=shared)
+        self.networks[network.id] = network
         try:
             await asyncio.to_thread(self._connect_proxy, proxy, network)
             await self._configure(proxy)
-            await proxy.call(
-                {
-                    "op": "register",
-                    "client": str(network.sandbox_ip),
-                    "local": str(network.proxy_ip),
-                    "subnet": str(network.subnet),
-                    "rules": rules_message(policy.network.allow),
-                }
-            )
+            for client in network.clients:
+                await proxy.call(
+                    {
+                        "op": "register",
+                        "client": str(client),
+                        "local": str(network.proxy_ip),
+                        "subnet": str(network.subnet),
+                        "rules": rules_message(rules),
+                    }
+                )
         except BaseException:
             await self.release(network)
             raise
         return network
+
+    @contextlib.contextmanager
+    def build_network(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        image: str,
+        rules: Iterable[AllowRule],
+        labels: Mapping[str, str],
+    ) -> Iterator[tuple[str, dict[str, str]]]:
+        """From a thread other than ``loop``'s: an image build's network (:meth:`attach_build`)
+        for as long as the block runs, as its name and the proxy variables of its steps."""
+        network = asyncio.run_coroutine_threadsafe(
+            self.attach_build(image, list(rules), labels), loop
+        ).result(PROXY_TIMEOUT_S * 4)
+        try:
+            yield network.name, network.env
+        finally:
+            asyncio.run_coroutine_threadsafe(self.release(network), loop).result(
+                PROXY_TIMEOUT_S * 4
+            )
 
     def _used_subnets(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
         used = []
@@ -450,7 +496,8 @@ class AllowlistNetworks:
         proxy = self.proxy
         if proxy is not None and proxy.generation == network.generation and proxy.alive:
             with contextlib.suppress(ContainerLostError, EngineError, TimeoutError):
-                await proxy.call({"op": "unregister", "client": str(network.sandbox_ip)})
+                for client in network.clients:
+                    await proxy.call({"op": "unregister", "client": str(client)})
         await asyncio.to_thread(_remove_network_waiting, self.client, network.id)
         self.networks.pop(network.id, None)
         self._claimed.discard(network.subnet)

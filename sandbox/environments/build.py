@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -50,7 +50,7 @@ from sandbox.errors import (
 from sandbox.host import images
 from sandbox.host.engine import docker_client
 from sandbox.host.locks import exclusive
-from sandbox.policy import ExtraTmpfs
+from sandbox.policy import AllowRule, ExtraTmpfs
 from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
 from .build_cgroup import build_cgroup, pids_root
@@ -62,6 +62,9 @@ from .spec import EnvironmentSpec
 from .store import ENV_REPOSITORY, LABEL_ENVIRONMENT, EnvironmentRecord, RecordStore
 
 Progress = Callable[[str], None]
+BuildNetworks = Callable[
+    [Sequence[AllowRule]], contextlib.AbstractContextManager[tuple[str, Mapping[str, str]]]
+]
 
 #: Bump when the way environments are assembled changes (it is part of every id).
 BUILD_FORMAT = "1"
@@ -114,11 +117,23 @@ def _our_image(name: str) -> str | None:
 
 
 class EnvironmentBuilder:
-    """Builds environments into the local engine and keeps their records in ``directory``."""
+    """Builds environments into the local engine and keeps their records in ``directory``.
 
-    def __init__(self, directory: Path, config: EnvironmentsConfig | None = None) -> None:
+    ``build_networks`` gives a build its network when the config says ``build_network:
+    allowlist``: called with ``build_allow``, it is a context manager yielding the
+    network's name and the proxy variables for the steps (the service sets it to its
+    backend's :meth:`~sandbox.backends.network.AllowlistNetworks.build_network`)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: EnvironmentsConfig | None = None,
+        *,
+        build_networks: BuildNetworks | None = None,
+    ) -> None:
         self.config = config or EnvironmentsConfig()
         self.records = RecordStore(directory)
+        self.build_networks = build_networks
 
     # ----------------------------------------------------------------- lookups
 
@@ -284,7 +299,15 @@ class EnvironmentBuilder:
         started = time.monotonic()
         with log_path.open("w") as log:
             tail = _stream_build(
-                client, build_context, tag, environment, spec, self.config, log, say
+                client,
+                build_context,
+                tag,
+                environment,
+                spec,
+                self.config,
+                self.build_networks,
+                log,
+                say,
             )
         build_seconds = round(time.monotonic() - started, 2)
         ident = _image_id(client, tag)
@@ -477,13 +500,15 @@ def _stream_build(
     environment: str,
     spec: EnvironmentSpec,
     config: EnvironmentsConfig,
+    networks: BuildNetworks | None,
     log: IO[str],
     say: Progress,
 ) -> deque[str]:
     """Run the build, logging it; stop it past ``spec.build_timeout_s`` (see
     :mod:`.engine_build`). Every step runs on the operator's ``build_network`` (default
-    none) with ``build_memory_mb`` of memory and no swap, and the build's steps together
-    with at most ``build_pids`` processes (:mod:`.build_cgroup`)."""
+    none; allowlist: a network of the build's own from ``networks``) with
+    ``build_memory_mb`` of memory and no swap, and the build's steps together with at
+    most ``build_pids`` processes (:mod:`.build_cgroup`)."""
     memory_mb = config.build_memory_mb
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     arguments: dict[str, Any] = {
@@ -499,6 +524,16 @@ def _stream_build(
         "container_limits": {"memory": memory_mb << 20, "memswap": memory_mb << 20},
     }
     with contextlib.ExitStack() as stack:
+        if config.build_network == "allowlist":
+            if networks is None:
+                raise EngineError(
+                    "build_network: allowlist needs the service's egress proxy, which this "
+                    "builder was not given (build through the service, or set build_network: "
+                    "none)"
+                )
+            name, proxy_env = stack.enter_context(networks(config.build_allow))
+            arguments["network_mode"] = name
+            arguments["buildargs"] = {**spec.build_args, **proxy_env}
         if config.build_pids:
             root = pids_root(client.info())
             arguments["container_limits"]["cgroupparent"] = stack.enter_context(

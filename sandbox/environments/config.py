@@ -22,9 +22,9 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sandbox.policy import parse_config, read_config_file
+from sandbox.policy import AllowRule, parse_config, read_config_file
 
 CONFIG_ENV = "SANDBOX_ENVIRONMENTS_CONFIG"
 DEFAULT_DISK_BUDGET_MB = 20 * 1024
@@ -79,11 +79,19 @@ class EnvironmentsConfig(BaseModel):
     max_context_mb: int = Field(
         default=512, ge=1, le=8192, description="a build context may unpack to at most this"
     )
-    build_network: Literal["none", "bridge"] = Field(
+    build_network: Literal["none", "allowlist", "bridge"] = Field(
         default="none",
-        description="none: build steps have no network (only loopback). bridge: they reach "
-        "what the engine's default bridge reaches (the internet, and the host's address on "
-        "the bridge); only for tenants you trust, e.g. to apt-get python3 into images lacking it",
+        description="none: build steps have no network (only loopback). allowlist: each "
+        "build gets an internal network whose only way out is the service's egress proxy, "
+        "which lets through what build_allow names (e.g. the package registries apt-get and "
+        "pip use). bridge: they reach what the engine's default bridge reaches (the internet, "
+        "and the host's address on the bridge); only for tenants you trust",
+    )
+    build_allow: tuple[AllowRule, ...] = Field(
+        default=(),
+        max_length=256,
+        description="with build_network: allowlist, where build steps may go through the "
+        "proxy: rules as a policy's network.allow (host, domain or cidr, and ports)",
     )
     build_memory_mb: int = Field(
         default=2048,
@@ -99,6 +107,21 @@ class EnvironmentsConfig(BaseModel):
         "of its own; needs the engine's cgroupfs driver and a writable cgroup file system); "
         "0: no limit",
     )
+
+    @model_validator(mode="after")
+    def _allow_needs_allowlist(self) -> EnvironmentsConfig:
+        if self.build_network == "allowlist" and not self.build_allow:
+            raise ValueError(
+                "build_network: allowlist needs build_allow: the destinations build steps "
+                "may reach (e.g. [{host: deb.debian.org}, {host: pypi.org}, "
+                "{host: files.pythonhosted.org}]); or set build_network: none"
+            )
+        if self.build_allow and self.build_network != "allowlist":
+            raise ValueError(
+                f"build_allow is only read with build_network: allowlist (it is "
+                f"{self.build_network!r}); set build_network: allowlist or remove build_allow"
+            )
+        return self
 
     @field_validator("image_aliases")
     @classmethod

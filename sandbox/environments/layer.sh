@@ -23,7 +23,8 @@ FROM to sandbox-python in the environments config)"
 install them; $base"
     echo "sandbox-layer: installing$need with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    offline="build steps have no network unless the operator sets build_network: bridge; $base"
+    offline="build steps reach the image's package archive only where the operator sets \
+build_network: allowlist with the archive in build_allow, or bridge; $base"
     apt-get update -qq \
         || refuse "apt-get update failed to install$need ($offline)"
     # shellcheck disable=SC2086

@@ -251,6 +251,7 @@ class Platform:
         """
         await self.pool.start()
         self._reaper = reaper.spawn(self.backend.owner)
+        self.environments.build_networks = self.backend.build_networks(self.image("python"))
         self.sessions.start()
         interval = self.settings.audit_verify_interval_s
         if interval is not None and self._audit_walks is None:

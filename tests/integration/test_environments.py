@@ -105,7 +105,10 @@ def test_the_runner_is_layered_in_whatever_the_from(
         tmp_path,
         f'FROM ubuntu:24.04\nRUN echo {secrets.token_hex(4)} > /etc/n\nENTRYPOINT ["false"]\n',
     )
-    with pytest.raises(InvalidRequestError, match="build_network: bridge"):
+    with pytest.raises(
+        InvalidRequestError,
+        match="build_network: allowlist with the archive in build_allow, or bridge",
+    ):
         builder.build(spec, tenant=TENANT)
     online = EnvironmentsConfig(image_aliases=ALIASES, build_network="bridge")
     builder = EnvironmentBuilder(builder.records.directory, online)

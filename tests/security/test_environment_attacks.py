@@ -290,6 +290,37 @@ def test_a_build_has_a_process_limit(service: Service) -> None:
     assert not left, left
 
 
+def test_an_allowlist_build_goes_through_the_services_proxy(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """build_network: allowlist through the service: a RUN step has the proxy in its
+    HTTP_PROXY, no route around it, and the proxy refuses a name build_allow does not
+    name (403, answered by the proxy itself: nothing leaves the machine)."""
+    state = tmp_path_factory.mktemp("allowlist")
+    config = CONFIG + "build_network: allowlist\nbuild_allow:\n  - host: registry.invalid\n"
+    probe = (
+        "import os, urllib.error, urllib.request\n"
+        "assert os.environ['HTTP_PROXY'].startswith('http://'), os.environ\n"
+        "try:\n"
+        "    urllib.request.urlopen('http://refused.invalid/', timeout=10)\n"
+        "except urllib.error.HTTPError as exc:\n"
+        "    print('PROXY-ANSWERED', exc.code, exc.read().decode().strip())\n"
+        "direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n"
+        "try:\n"
+        "    direct.open('http://192.0.2.1/', timeout=5)\n"
+        "except OSError as exc:\n"
+        "    print('NO-ROUTE', exc)\n"
+    )
+    dockerfile = "FROM python:3.13-slim\nCOPY probe.py /probe.py\nRUN python3 /probe.py\n"
+    with environments_service(state, config) as svc:
+        http = httpx.Client(base_url=svc.url, timeout=300)
+        built = build(http, {"Dockerfile": dockerfile, "probe.py": probe})
+        assert built.status_code == 200, built.text
+        log = (state / "environments" / f"{built.json()['environment']}.log").read_text()
+    assert "PROXY-ANSWERED 403 refused: host refused.invalid is not in the allowlist" in log, log
+    assert "NO-ROUTE" in log and "No route to host" in log, log
+
+
 def test_a_build_step_has_no_network_and_a_memory_limit(service: Service) -> None:
     """A RUN step sees only a loopback interface, and one allocating past build_memory_mb
     is killed (the build fails as the tenant's, the service goes on)."""

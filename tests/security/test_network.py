@@ -25,6 +25,7 @@ import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -48,7 +49,9 @@ from sandbox.backends.network import (
 )
 from sandbox.core.execution import BASE_ENV, exec_limits
 from sandbox.core.pool import Pool
-from sandbox.policy import Policy
+from sandbox.environments import EnvironmentBuilder, EnvironmentSpec
+from sandbox.environments.config import EnvironmentsConfig
+from sandbox.policy import AllowRule, Policy
 from sandbox.results import ExecResult, ExecStatus
 from tests.conftest import make_policy
 
@@ -931,3 +934,77 @@ async def test_orphan_networks_of_a_dead_service_are_removed(
     finally:
         with contextlib.suppress(docker.errors.APIError):
             network.remove()
+
+
+# --------------------------------------------------------------------------- image builds
+
+BUILD_PROBE = r"""
+import json, urllib.error, urllib.request
+
+def fetch(url, proxied=True):
+    opener = urllib.request.build_opener(*([] if proxied else [urllib.request.ProxyHandler({})]))
+    try:
+        with opener.open(url, timeout=10) as response:
+            return {"status": response.status, "body": json.load(response)}
+    except urllib.error.HTTPError as exc:
+        return {"status": exc.code, "body": exc.read().decode(errors="replace")[:300]}
+    except OSError as exc:
+        return {"error": str(exc)[:300]}
+
+print("PROBE " + json.dumps({
+    "allowed": fetch("http://allowed.example.test/from-a-build"),
+    "port": fetch("http://allowed.example.test:8080/other-port"),
+    "name": fetch("http://other.example.test/other-name"),
+    "direct": fetch("http://WEB_IP/direct", proxied=False),
+}))
+"""
+
+
+async def test_a_build_step_reaches_only_what_build_allow_names(
+    net_pool: Pool,
+    python_image: str,
+    testnet: EgressNet,
+    web: Web,
+    docker_client: docker.DockerClient,
+    tmp_path: Path,
+) -> None:
+    """build_network: allowlist: a RUN step's only way out is the egress proxy, which lets
+    through build_allow's host and port (the rule's answer comes from the test host) and
+    refuses another port or name with 403; going around the proxy has no route. The
+    build's network is gone afterwards."""
+    backend = net_pool.backend
+    assert isinstance(backend, DockerBackend)
+    config = EnvironmentsConfig(
+        image_aliases={"python:3.13-slim": "sandbox-python"},
+        build_network="allowlist",
+        build_allow=[
+            AllowRule(host="allowed.example.test", ports=(80,)),
+            AllowRule(cidr=testnet.subnet, ports=(80,)),
+        ],
+    )
+    builder = EnvironmentBuilder(
+        tmp_path / "environments", config, build_networks=backend.build_networks(python_image)
+    )
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "probe.py").write_text(BUILD_PROBE.replace("WEB_IP", web.ip))
+    (context / "Dockerfile").write_text(
+        "FROM python:3.13-slim\nCOPY probe.py /probe.py\nRUN python3 /probe.py\n"
+    )
+    networks_before = {n["Id"] for n in docker_client.api.networks()}
+    spec = EnvironmentSpec(dockerfile=context / "Dockerfile", build_timeout_s=300)
+    result = await asyncio.to_thread(builder.build, spec, tenant="net")
+    try:
+        log = builder.records.log_path(result.record.environment).read_text()
+        (line,) = [line for line in log.splitlines() if line.startswith("PROBE ")]
+        probe = json.loads(line.removeprefix("PROBE "))
+        assert probe["allowed"]["status"] == 200, probe
+        assert probe["allowed"]["body"]["path"] == "/from-a-build", probe
+        assert probe["port"]["status"] == 403, probe
+        assert probe["name"]["status"] == 403, probe
+        assert "error" in probe["direct"], probe
+        left = {n["Id"] for n in docker_client.api.networks()} - networks_before
+        assert not left, left
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(result.record.image, force=True)
