@@ -80,7 +80,8 @@ def create_app(
         sessions = getattr(platform, "sessions", None)
         manager = EpisodeManager(sessions) if isinstance(sessions, SessionManager) else None
         tasks_dir = platform.settings.audit_path.parent / "tasks"
-        app.state.episodes = episodes.Episodes(TaskCatalog(tasks_dir), manager)
+        catalog = TaskCatalog(tasks_dir, quotas=platform.keyring.quotas)
+        app.state.episodes = episodes.Episodes(catalog, manager)
         hangup = reload_on_sighup and isinstance(platform, Platform)
         try:
             await platform.start()

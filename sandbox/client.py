@@ -405,6 +405,10 @@ class SandboxClient:
         response = self._request("GET", "/v1/tasks")
         return [TaskInfo.model_validate(item) for item in response.json()]
 
+    def delete_task(self, task: str) -> None:
+        """Delete an upload of the caller's (``DELETE /v1/tasks/upload:<digest>``)."""
+        self._request("DELETE", f"/v1/tasks/{task}")
+
     def open_episode(
         self,
         task: str,
@@ -659,6 +663,10 @@ class AsyncSandboxClient:
         """The shipped tasks, then the caller's uploads (``GET /v1/tasks``)."""
         response = await self._request("GET", "/v1/tasks")
         return [TaskInfo.model_validate(item) for item in response.json()]
+
+    async def delete_task(self, task: str) -> None:
+        """Delete an upload of the caller's (``DELETE /v1/tasks/upload:<digest>``)."""
+        await self._request("DELETE", f"/v1/tasks/{task}")
 
     async def open_episode(
         self,

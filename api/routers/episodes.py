@@ -120,6 +120,14 @@ async def upload_task(
     return response
 
 
+@tasks_router.delete("/{ref}", status_code=204, responses=error_responses(401, 404, 422, 429))
+async def delete_task(ref: str, episodes: EpisodesDep, tenant: WorkingTenantDep) -> Response:
+    """Delete one of the caller's uploads (``upload:<digest>``), freeing its quota; episodes
+    already open keep their task."""
+    await asyncio.to_thread(episodes.catalog.remove, ref, tenant=tenant.name)
+    return Response(status_code=204)
+
+
 @tasks_router.get("", response_model=list[TaskInfo], responses=error_responses(401, 429))
 async def list_tasks(episodes: EpisodesDep, tenant: TenantDep) -> list[TaskInfo]:
     """The shipped tasks, then the caller's uploads."""

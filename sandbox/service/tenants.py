@@ -22,6 +22,8 @@ Keys file (YAML)::
         max_sessions: 16          # sessions open at once
         max_snapshots: 64         # snapshots kept ...
         max_snapshot_bytes: 268435456   # ... and their bytes together
+        max_task_uploads: 256     # uploaded task directories kept ...
+        max_task_upload_bytes: 1073741824   # ... and their bytes together
         admin: false              # admins may read every tenant's audit records
 
 or the environment: ``SANDBOX_API_KEYS_FILE=/path/keys.yaml``, or
@@ -56,6 +58,8 @@ DEFAULT_RATE_PER_S = 1000.0
 DEFAULT_MAX_SESSIONS = 16
 DEFAULT_MAX_SNAPSHOTS = 64
 DEFAULT_MAX_SNAPSHOT_BYTES = 256 << 20
+DEFAULT_MAX_TASK_UPLOADS = 256
+DEFAULT_MAX_TASK_UPLOAD_BYTES = 1 << 30
 MAX_KEYS_FILE_BYTES = 1 << 20
 KEY_BYTES = 32
 
@@ -85,6 +89,10 @@ class TenantConfig(BaseModel):
     max_sessions: int | None = Field(default=DEFAULT_MAX_SESSIONS, ge=0, le=100_000)
     max_snapshots: int | None = Field(default=DEFAULT_MAX_SNAPSHOTS, ge=0, le=1_000_000)
     max_snapshot_bytes: int | None = Field(default=DEFAULT_MAX_SNAPSHOT_BYTES, ge=0, le=1 << 50)
+    max_task_uploads: int | None = Field(default=DEFAULT_MAX_TASK_UPLOADS, ge=0, le=1_000_000)
+    max_task_upload_bytes: int | None = Field(
+        default=DEFAULT_MAX_TASK_UPLOAD_BYTES, ge=0, le=1 << 50
+    )
     admin: bool = False
 
     def quotas(self) -> TenantQuotas:
@@ -93,6 +101,8 @@ class TenantConfig(BaseModel):
             max_sessions=self.max_sessions,
             max_snapshots=self.max_snapshots,
             max_snapshot_bytes=self.max_snapshot_bytes,
+            max_task_uploads=self.max_task_uploads,
+            max_task_upload_bytes=self.max_task_upload_bytes,
         )
 
 
@@ -197,6 +207,8 @@ class Keyring:
                 max_sessions=None,
                 max_snapshots=None,
                 max_snapshot_bytes=None,
+                max_task_uploads=None,
+                max_task_upload_bytes=None,
             )
         )
         self._quotas: dict[str, TenantQuotas] = {}
