@@ -362,6 +362,10 @@ class SandboxClient:
         ).json()
         return body
 
+    def delete_environment(self, environment: str) -> None:
+        """Stop using an environment built earlier (``DELETE /v1/environments/{id}``)."""
+        self._request("DELETE", f"/v1/environments/{environment}")
+
     def create_session(
         self,
         *,
@@ -572,6 +576,10 @@ class AsyncSandboxClient:
         return await self._environment(
             build_timeout_s, content=folder_archive(Path(path)), params=params, headers=headers
         )
+
+    async def delete_environment(self, environment: str) -> None:
+        """Stop using an environment built earlier (``DELETE /v1/environments/{id}``)."""
+        await self._request("DELETE", f"/v1/environments/{environment}")
 
     async def image_environment(
         self, image: str, *, build_timeout_s: float | None = None

@@ -109,6 +109,19 @@ async def build(
     return json_response(result.answer())
 
 
+@router.delete(
+    "/{environment}",
+    status_code=204,
+    responses=error_responses(401, 404, 422, 429, 501),
+)
+async def delete(environment: str, platform: PlatformDep, tenant: WorkingTenantDep) -> Response:
+    """Stop using an environment this tenant built, freeing its max_environments (the image
+    goes with the last tenant's delete; another tenant's id answers 404)."""
+    builder = _builder(platform)
+    await asyncio.to_thread(builder.delete, environment, tenant=tenant.name)
+    return Response(status_code=204)
+
+
 @router.get(
     "/{environment}",
     response_model=EnvironmentRecord,

@@ -22,6 +22,7 @@ class TenantQuotas:
     max_snapshot_bytes: int | None = None
     max_task_uploads: int | None = None  # uploaded task directories kept (POST /v1/tasks)
     max_task_upload_bytes: int | None = None
+    max_environments: int | None = None  # built task environments it may use
 
 
 UNLIMITED = TenantQuotas()

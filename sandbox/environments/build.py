@@ -40,11 +40,13 @@ import requests
 from docker.errors import APIError, DockerException, ImageNotFound
 from pydantic import BaseModel, ValidationError
 
+from sandbox.core.quotas import QuotaLookup, unlimited
 from sandbox.errors import (
     EngineError,
     InvalidRequestError,
     NotFoundError,
     PayloadTooLargeError,
+    QuotaError,
     SandboxTimeoutError,
 )
 from sandbox.host import images
@@ -75,6 +77,7 @@ _ANSWER = {"environment", "image", "build_seconds", "notes", "log_tail"}
 LAYER_SCRIPT = Path(__file__).with_name("layer.sh")
 SEED_DIR = "/opt/sandbox-seed"  # where layer.sh keeps the image's WORKDIR
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+QUOTA_RETRY_AFTER_S = 60
 # What a shell or libc says when fork fails for the process limit (EAGAIN).
 _FORK_FAILED = "Resource temporarily unavailable"
 
@@ -130,10 +133,12 @@ class EnvironmentBuilder:
         config: EnvironmentsConfig | None = None,
         *,
         build_networks: BuildNetworks | None = None,
+        quotas: QuotaLookup = unlimited,
     ) -> None:
         self.config = config or EnvironmentsConfig()
         self.records = RecordStore(directory)
         self.build_networks = build_networks
+        self.quotas = quotas
 
     # ----------------------------------------------------------------- lookups
 
@@ -227,6 +232,8 @@ class EnvironmentBuilder:
             ]
             environment = images._digest(parts, trees)
             with self._lock(environment, say):
+                if tenant not in self.records.tenants(environment):
+                    self._check_room(tenant)
                 found = self._found(client, environment)
                 if found is not None:
                     self.records.grant(environment, tenant)
@@ -244,6 +251,38 @@ class EnvironmentBuilder:
         for removed in collect(self.records, budget, keep={environment}):
             say(f"garbage-collected environment {removed} (disk budget {budget >> 20} MB)")
         return BuildResult(record, cached=False)
+
+    def _check_room(self, tenant: str) -> None:
+        """Refuse ``tenant`` one more environment past its ``max_environments``."""
+        limit = self.quotas(tenant).max_environments
+        if limit is None:
+            return
+        held = self.records.granted_to(tenant)
+        if len(held) >= limit:
+            raise QuotaError(
+                f"tenant {tenant!r} holds {len(held)} task environments and its "
+                f"max_environments is {limit}; delete one it no longer needs "
+                "(DELETE /v1/environments/<id>)",
+                retry_after=QUOTA_RETRY_AFTER_S,
+            )
+
+    def delete(self, environment: str, *, tenant: str) -> None:
+        """Take ``tenant``'s use of ``environment`` away (unknown to it: not found); the last
+        tenant's delete removes the image too (unless a session still runs in it: the
+        disk budget's collection removes it later)."""
+        self.records.get(environment, tenant=tenant)
+        with self._lock(environment, lambda line: None):
+            if self.records.revoke(environment, tenant):
+                return
+            record = self.records.get(environment)
+            with _client() as client:
+                try:
+                    client.images.remove(record.image)
+                except ImageNotFound:
+                    pass
+                except APIError:  # a session's container still uses it
+                    return
+            self.records.remove(environment)
 
     def _built_by(self, environment: str, tenant: str) -> bool:
         try:

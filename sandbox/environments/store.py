@@ -118,6 +118,23 @@ class RecordStore:
             text = "".join(f"{t}\n" for t in sorted(tenants | {tenant}))
             write_text_atomic(self.tenants_path(environment), text)
 
+    def revoke(self, environment: str, tenant: str) -> set[str]:
+        """Take ``tenant``'s use of ``environment`` away; the tenants left. Callers hold the
+        environment's build lock."""
+        tenants = self.tenants(environment) - {tenant}
+        write_text_atomic(
+            self.tenants_path(environment), "".join(f"{t}\n" for t in sorted(tenants))
+        )
+        return tenants
+
+    def granted_to(self, tenant: str) -> list[str]:
+        """The environments ``tenant`` may use."""
+        return sorted(
+            path.stem
+            for path in self.directory.glob("*.tenants")
+            if tenant in path.read_text().splitlines()
+        )
+
     def touch(self, environment: str) -> EnvironmentRecord:
         """Mark ``environment`` used now (for least-recently-used collection)."""
         record = self.get(environment)

@@ -24,6 +24,7 @@ Keys file (YAML)::
         max_snapshot_bytes: 268435456   # ... and their bytes together
         max_task_uploads: 256     # uploaded task directories kept ...
         max_task_upload_bytes: 1073741824   # ... and their bytes together
+        max_environments: 64      # task environments built (POST /v1/environments)
         admin: false              # admins may read every tenant's audit records
 
 or the environment: ``SANDBOX_API_KEYS_FILE=/path/keys.yaml``, or
@@ -60,6 +61,7 @@ DEFAULT_MAX_SNAPSHOTS = 64
 DEFAULT_MAX_SNAPSHOT_BYTES = 256 << 20
 DEFAULT_MAX_TASK_UPLOADS = 256
 DEFAULT_MAX_TASK_UPLOAD_BYTES = 1 << 30
+DEFAULT_MAX_ENVIRONMENTS = 64
 MAX_KEYS_FILE_BYTES = 1 << 20
 KEY_BYTES = 32
 
@@ -93,6 +95,7 @@ class TenantConfig(BaseModel):
     max_task_upload_bytes: int | None = Field(
         default=DEFAULT_MAX_TASK_UPLOAD_BYTES, ge=0, le=1 << 50
     )
+    max_environments: int | None = Field(default=DEFAULT_MAX_ENVIRONMENTS, ge=0, le=100_000)
     admin: bool = False
 
     def quotas(self) -> TenantQuotas:
@@ -103,6 +106,7 @@ class TenantConfig(BaseModel):
             max_snapshot_bytes=self.max_snapshot_bytes,
             max_task_uploads=self.max_task_uploads,
             max_task_upload_bytes=self.max_task_upload_bytes,
+            max_environments=self.max_environments,
         )
 
 
@@ -209,6 +213,7 @@ class Keyring:
                 max_snapshot_bytes=None,
                 max_task_uploads=None,
                 max_task_upload_bytes=None,
+                max_environments=None,
             )
         )
         self._quotas: dict[str, TenantQuotas] = {}

@@ -337,3 +337,41 @@ def test_a_build_step_has_no_network_and_a_memory_limit(service: Service) -> Non
         assert killed.status_code == 422, killed.text
         assert "build_memory_mb=512" in killed.text and "943718400" not in killed.text
         assert mallory.get("/v1/pool").status_code == 200
+
+
+def test_a_tenant_holds_at_most_max_environments(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """max_environments: 1: a second environment is refused (429 naming it) until the first
+    is deleted; a delete answers another tenant 404 and leaves its use alone; the last
+    tenant's delete removes the image."""
+    state = tmp_path_factory.mktemp("quota")
+    keys = state / "keys.yaml"
+    entries = [
+        {"tenant": t, "key_sha256": hash_key(k), "max_environments": 1} for t, k in KEYS.items()
+    ]
+    keys.write_text(yaml.safe_dump({"keys": entries}))
+    first = {"Dockerfile": "FROM python:3.13-slim\nRUN echo first > /first\n"}
+    second = {"Dockerfile": "FROM python:3.13-slim\nRUN echo second > /second\n"}
+    with (
+        environments_service(state, CONFIG, "--keys", str(keys)) as svc,
+        client(svc, "mallory") as mallory,
+        client(svc, "alice") as alice,
+    ):
+        built = build(mallory, first)
+        assert built.status_code == 200, built.text
+        one = built.json()["environment"]
+        refused = build(mallory, second)
+        assert refused.status_code == 429, refused.text
+        assert "max_environments is 1" in refused.json()["message"], refused.text
+        assert "DELETE /v1/environments/" in refused.json()["message"], refused.text
+        assert build(mallory, first).status_code == 200  # the one it holds: found, no quota
+        assert alice.delete(f"/v1/environments/{one}").status_code == 404
+        assert mallory.get(f"/v1/environments/{one}").status_code == 200
+        assert mallory.delete(f"/v1/environments/{one}").status_code == 204
+        assert mallory.get(f"/v1/environments/{one}").status_code == 404
+        engine = docker.from_env()
+        try:
+            with pytest.raises(docker.errors.ImageNotFound):
+                engine.images.get(built.json()["image"])
+        finally:
+            engine.close()
+        assert build(mallory, second).status_code == 200
