@@ -40,7 +40,6 @@ import requests
 from docker.errors import APIError, DockerException, ImageNotFound
 from pydantic import BaseModel, ValidationError
 
-from sandbox.core.quotas import QuotaLookup, unlimited
 from sandbox.errors import (
     EngineError,
     InvalidRequestError,
@@ -125,7 +124,8 @@ class EnvironmentBuilder:
     ``build_networks`` gives a build its network when the config says ``build_network:
     allowlist``: called with ``build_allow``, it is a context manager yielding the
     network's name and the proxy variables for the steps (the service sets it to its
-    backend's :meth:`~sandbox.backends.network.AllowlistNetworks.build_network`)."""
+    backend's :meth:`~sandbox.backends.network.AllowlistNetworks.build_network`).
+    ``max_environments`` answers how many environments a tenant may use (None: any)."""
 
     def __init__(
         self,
@@ -133,12 +133,12 @@ class EnvironmentBuilder:
         config: EnvironmentsConfig | None = None,
         *,
         build_networks: BuildNetworks | None = None,
-        quotas: QuotaLookup = unlimited,
+        max_environments: Callable[[str], int | None] = lambda _tenant: None,
     ) -> None:
         self.config = config or EnvironmentsConfig()
         self.records = RecordStore(directory)
         self.build_networks = build_networks
-        self.quotas = quotas
+        self.max_environments = max_environments
 
     # ----------------------------------------------------------------- lookups
 
@@ -254,7 +254,7 @@ class EnvironmentBuilder:
 
     def _check_room(self, tenant: str) -> None:
         """Refuse ``tenant`` one more environment past its ``max_environments``."""
-        limit = self.quotas(tenant).max_environments
+        limit = self.max_environments(tenant)
         if limit is None:
             return
         held = self.records.granted_to(tenant)

@@ -184,7 +184,7 @@ class Platform:
         self.environments = EnvironmentBuilder(
             self.settings.environments_dir or self.settings.audit_path.parent / "environments",
             load_environments_config(self.settings.environments_config),
-            quotas=self.keyring.quotas,
+            max_environments=lambda tenant: self.keyring.quotas(tenant).max_environments,
         )
         self.sessions = SessionManager(self.execution, snapshots, self.environments)
         self._audit_walks: asyncio.Task[None] | None = None
