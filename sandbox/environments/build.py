@@ -77,6 +77,7 @@ LAYER_SCRIPT = Path(__file__).with_name("layer.sh")
 SEED_DIR = "/opt/sandbox-seed"  # where layer.sh keeps the image's WORKDIR
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 QUOTA_RETRY_AFTER_S = 60
+CPU_PERIOD_US = 100_000
 # What a shell or libc says when fork fails for the process limit (EAGAIN).
 _FORK_FAILED = "Resource temporarily unavailable"
 
@@ -561,8 +562,8 @@ def _stream_build(
     """Run the build, logging it; stop it past ``spec.build_timeout_s`` (see
     :mod:`.engine_build`). Every step runs on the operator's ``build_network`` (default
     none; allowlist: a network of the build's own from ``networks``) with
-    ``build_memory_mb`` of memory and no swap, and the build's steps together with at
-    most ``build_pids`` processes (:mod:`.build_cgroup`)."""
+    ``build_memory_mb`` of memory and no swap and ``build_cpus`` CPUs, and the build's
+    steps together with at most ``build_pids`` processes (:mod:`.build_cgroup`)."""
     memory_mb = config.build_memory_mb
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     arguments: dict[str, Any] = {
@@ -575,7 +576,12 @@ def _stream_build(
         "forcerm": True,
         "pull": False,
         "network_mode": config.build_network,
-        "container_limits": {"memory": memory_mb << 20, "memswap": memory_mb << 20},
+        "container_limits": {
+            "memory": memory_mb << 20,
+            "memswap": memory_mb << 20,
+            "cpuperiod": CPU_PERIOD_US,
+            "cpuquota": round(config.build_cpus * CPU_PERIOD_US),
+        },
     }
     with contextlib.ExitStack() as stack:
         if config.build_network == "allowlist":

@@ -99,6 +99,13 @@ class EnvironmentsConfig(BaseModel):
         le=16384,
         description="the memory (swap none) each build step may use; a step past it is killed",
     )
+    build_cpus: float = Field(
+        default=1.0,
+        ge=0.01,
+        le=1024,
+        allow_inf_nan=False,
+        description="the CPUs each build step may use (a CFS quota of that many CPUs)",
+    )
     build_pids: int = Field(
         default=1024,
         ge=0,

@@ -27,7 +27,8 @@ pytestmark = pytest.mark.docker
 
 KEYS = {tenant: new_key() for tenant in ("alice", "mallory")}
 CONFIG = (
-    'image_aliases:\n  "python:3.13-slim": sandbox-python\nbuild_memory_mb: 512\nbuild_pids: 64\n'
+    'image_aliases:\n  "python:3.13-slim": sandbox-python\n'
+    "build_memory_mb: 512\nbuild_pids: 64\nbuild_cpus: 0.5\n"
 )
 
 
@@ -321,6 +322,18 @@ def test_an_allowlist_build_goes_through_the_services_proxy(
         log = (state / "environments" / f"{built.json()['environment']}.log").read_text()
     assert "PROXY-ANSWERED 403 refused: host refused.invalid is not in the allowlist" in log, log
     assert "NO-ROUTE" in log and "No route to host" in log, log
+
+
+def test_a_build_step_has_a_cpu_limit(service: Service) -> None:
+    """build_cpus: 0.5 is a CFS quota of half a CPU on every step (the build fails if not)."""
+    quota = (
+        "FROM python:3.13-slim\n"
+        "RUN cat /sys/fs/cgroup/cpu/cpu.cfs_period_us /sys/fs/cgroup/cpu/cpu.cfs_quota_us; "
+        'test "$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us)" = 50000\n'
+    )
+    with client(service, "mallory") as mallory:
+        built = build(mallory, {"Dockerfile": quota})
+    assert built.status_code == 200, built.text
 
 
 def test_a_build_step_has_no_network_and_a_memory_limit(service: Service) -> None:
