@@ -65,9 +65,7 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
     lines: list[str] = []
     first = builder.build(spec, tenant=TENANT, progress=lines.append)
     assert not first.cached and first.record.image == f"sandbox-env:{first.record.environment}"
-    assert any("Step 3/" in line and "RUN echo" in line for line in lines), (
-        lines
-    )  # step 2: the label
+    assert any("Step 2/" in line and "RUN echo" in line for line in lines), lines
     log = builder.records.log_path(first.record.environment).read_text()
     assert nonce in log and "Successfully tagged" in log
     (spec.dockerfile.parent / "hidden.txt").write_text("changed\n")  # type: ignore[union-attr]
