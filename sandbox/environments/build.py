@@ -50,7 +50,7 @@ from sandbox.errors import (
 )
 from sandbox.host import images
 from sandbox.host.engine import docker_client
-from sandbox.host.locks import exclusive, exclusive_now, shared
+from sandbox.host.locks import exclusive
 from sandbox.policy import AllowRule, ExtraTmpfs
 from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
@@ -58,7 +58,7 @@ from .build_cgroup import build_cgroup, pids_root
 from .config import CONFIG_ENV, EnvironmentsConfig, check_reference, normalise_reference
 from .dockerfile import Rewritten, rewrite_from_lines
 from .engine_build import BuildExpired, run_build
-from .gc import BUILDS_LOCK, collect, remove_leftovers
+from .gc import collect
 from .spec import EnvironmentSpec
 from .store import ENV_REPOSITORY, LABEL_ENVIRONMENT, EnvironmentRecord, RecordStore
 
@@ -244,13 +244,9 @@ class EnvironmentBuilder:
                 shutil.copytree(
                     context, work / "build", symlinks=True, ignore=_skipped(context, spec.exclude)
                 )
-                try:
-                    with shared(BUILDS_LOCK):
-                        record = self._build(
-                            client, environment, work / "build", rewritten, spec, notes, say
-                        )
-                finally:
-                    _remove_leftovers_if_alone(say)
+                record = self._build(
+                    client, environment, work / "build", rewritten, spec, notes, say
+                )
                 self.records.grant(environment, tenant)
         budget = self.config.disk_budget_mb << 20
         for removed in collect(self.records, budget, keep={environment}):
@@ -529,17 +525,6 @@ def _layer_stage(final_stage: str) -> str:
         "ENTRYPOINT []\n"
         'CMD ["/bin/sh"]\n'
     )
-
-
-def _remove_leftovers_if_alone(say: Progress) -> None:
-    """What builds left untagged, removed unless another build on this machine runs (the
-    one that ends last removes them)."""
-    with exclusive_now(BUILDS_LOCK) as alone:
-        if alone:
-            with contextlib.suppress(EngineError):
-                removed = remove_leftovers()
-                if removed:
-                    say(f"removed {removed} untagged images builds left")
 
 
 def _discard(client: docker.DockerClient, tag: str) -> None:

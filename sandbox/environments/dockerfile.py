@@ -26,9 +26,6 @@ from dataclasses import dataclass
 from sandbox.errors import InvalidRequestError
 
 FINAL_STAGE = "sandbox_task"
-BUILD_LABEL = "sandbox.build"
-"""Set right after every ``FROM``, so that each image a build makes (its steps' included,
-those a failed build or an earlier stage leaves untagged too) carries it."""
 _INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)(?:\s+(.*?))?\s*$", re.DOTALL)
 _ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:=(.*?))?$")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -165,7 +162,6 @@ def rewrite_from_lines(
     stages: list[str] = []
     bases: list[tuple[str, str]] = []
     last_from: int | None = None
-    from_lines: list[int] = []
     final = FINAL_STAGE
 
     def image_of(image: str) -> str:
@@ -240,7 +236,6 @@ def rewrite_from_lines(
         if stage is not None:
             pieces += ["AS", stage]
         stages.append((stage or f"\0{len(stages)}").lower())
-        from_lines.append(ins.line)
         lines[ins.line] = " ".join(pieces)
         last_from = ins.line
         final = stage or FINAL_STAGE
@@ -248,6 +243,4 @@ def rewrite_from_lines(
         raise InvalidRequestError(f"{source}: no FROM instruction; start it with FROM <image>")
     if final == FINAL_STAGE:
         lines[last_from] += f" AS {FINAL_STAGE}"
-    for index in from_lines:
-        lines[index] += f"\nLABEL {BUILD_LABEL}=1"
     return Rewritten("\n".join(lines) + "\n", final, tuple(bases))

@@ -3,18 +3,12 @@
 An environment's size is what its image adds to the image it was built from
 (recorded at build time), so the shared base images are not counted. An image
 a running container uses is never removed.
-
-What builds leave untagged (the steps of a failed build, the stages before the last
-of a multi-stage build: images carrying :data:`~.dockerfile.BUILD_LABEL` that no
-tagged image holds) is removed after each build by :func:`remove_leftovers`, when no
-other build on this machine is running (:data:`BUILDS_LOCK`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from pathlib import Path
 
 import requests
 from docker.errors import APIError, DockerException, ImageNotFound
@@ -22,32 +16,9 @@ from docker.errors import APIError, DockerException, ImageNotFound
 from sandbox.errors import EngineError
 from sandbox.host.engine import docker_client
 
-from .dockerfile import BUILD_LABEL
 from .store import RecordStore
 
 logger = logging.getLogger(__name__)
-
-BUILDS_LOCK = Path("/run/lock" if Path("/run/lock").is_dir() else "/tmp") / "sandbox-builds.lock"
-"""Every environment build holds it shared; removing leftovers takes it exclusive."""
-
-
-def remove_leftovers() -> int:
-    """Remove the untagged images builds left (:data:`BUILD_LABEL`, dangling); how many.
-    Call it holding :data:`BUILDS_LOCK` exclusively (no build on this machine running)."""
-    client = docker_client()
-    removed = 0
-    try:
-        for image in client.api.images(filters={"dangling": True, "label": BUILD_LABEL}):
-            try:
-                client.api.remove_image(image["Id"])
-            except (ImageNotFound, APIError):  # gone, or a container holds it
-                continue
-            removed += 1
-        return removed
-    except (DockerException, requests.exceptions.RequestException) as exc:
-        raise EngineError(f"cannot remove what builds left: {exc}") from exc
-    finally:
-        client.close()
 
 
 def collect(records: RecordStore, budget_bytes: int, *, keep: Collection[str] = ()) -> list[str]:
