@@ -7,10 +7,12 @@ this script starts, three times with a fresh nonce (a cold build) and again unch
 creates the container) and again once the pool has warmed. Two bases: ``FROM
 ubuntu:24.04`` (aliased to the python-less debootstrap base, so the runner layer
 installs python3 from Debian's archive) and ``FROM python:3.13-slim`` (aliased to
-sandbox-python). Each is measured under two network settings of the build steps, each
-with a service of its own, in one run: ``bridge`` (the engine's bridge: the unconfined
-baseline) and ``allowlist`` (the confined default for steps that need a network: an
-internal network per build, the egress proxy letting through only Debian's archive).
+sandbox-python). Each is measured under three settings of the build steps, each with a
+service of its own, in one run: ``runc-bridge`` (runc and the engine's bridge: the
+unconfined baseline, what builds were before they were confined), ``gvisor-bridge``
+(gVisor's kernel, the same network: what gVisor alone costs) and ``gvisor-allowlist``
+(the confined default for steps that need a network: gVisor, an internal network per
+build, the egress proxy letting through only Debian's archive).
 Medians and the confined/baseline ratio of the cold build are printed; raw figures go
 to bench/results/.
 
@@ -37,14 +39,18 @@ from sandbox.host.launcher import ServiceProcess
 ROUNDS = 3
 # The ubuntu base lacks python3: its runner layer apt-gets it from Debian's archive.
 ALIASES = 'image_aliases:\n  "ubuntu:24.04": sandbox-base\n  "python:3.13-slim": sandbox-python\n'
+ALLOW_DEBIAN = (
+    "build_network: allowlist\nbuild_allow:\n  - host: deb.debian.org\n    ports: [80]\n"
+    "  - cidr: 203.0.113.0/24\n    ports: [80]\n"
+)
 CONFIGS = {
-    "bridge": ALIASES + "build_network: bridge\n",
+    "runc-bridge": ALIASES + "build_runtime: engine\nbuild_network: bridge\n",
+    "gvisor-bridge": ALIASES + "build_network: bridge\n",
     # This machine's resolver answers deb.debian.org with a TEST-NET-3 address (its egress
     # is intercepted); the proxy refuses such special addresses unless a cidr rule names them.
-    "allowlist": ALIASES
-    + "build_network: allowlist\nbuild_allow:\n  - host: deb.debian.org\n    ports: [80]\n"
-    + "  - cidr: 203.0.113.0/24\n    ports: [80]\n",
+    "gvisor-allowlist": ALIASES + ALLOW_DEBIAN,
 }
+BASELINE = "runc-bridge"
 BASES = ("ubuntu:24.04", "python:3.13-slim")
 
 
@@ -116,7 +122,7 @@ def measure_config(name: str, config: str) -> dict[str, dict[str, list[float]]]:
 
 def main() -> int:
     results = {name: measure_config(name, config) for name, config in CONFIGS.items()}
-    print("| FROM | build network | cold build s | cached build s | first session s | warm s |")
+    print("| FROM | build steps | cold build s | cached build s | first session s | warm s |")
     print("|---|---|---|---|---|---|")
     for base in BASES:
         for name in CONFIGS:
@@ -125,8 +131,11 @@ def main() -> int:
             row = [f"{statistics.median(figures[k]):.2f}" for k in keys]
             print(f"| {base} | {name} | " + " | ".join(row) + " |")
     for base in BASES:
-        baseline, confined = (statistics.median(results[n][base]["cold"]) for n in CONFIGS)
-        print(f"{base}: confined cold build / baseline = {confined / baseline:.2f}x")
+        baseline = statistics.median(results[BASELINE][base]["cold"])
+        for name in CONFIGS:
+            if name != BASELINE:
+                ratio = statistics.median(results[name][base]["cold"]) / baseline
+                print(f"{base}: {name} cold build / {BASELINE} = {ratio:.2f}x")
     save_results("environments", {"rounds": ROUNDS, "seconds": results})
     return 0
 

@@ -24,6 +24,7 @@ kept in the store (``<id>.log``).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -54,7 +55,7 @@ from sandbox.host.locks import exclusive
 from sandbox.policy import AllowRule, ExtraTmpfs
 from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
-from .build_cgroup import build_cgroup, pids_root
+from .build_cgroup import build_cgroup, gvisor_host_tasks, pids_root, require_gvisor_steps
 from .config import CONFIG_ENV, EnvironmentsConfig, check_reference, normalise_reference
 from .dockerfile import Rewritten, rewrite_from_lines
 from .engine_build import BuildExpired, run_build
@@ -548,7 +549,8 @@ def _stream_build(
     :mod:`.engine_build`). Every step runs on the operator's ``build_network`` (default
     none; allowlist: a network of the build's own from ``networks``) with
     ``build_memory_mb`` of memory and no swap and ``build_cpus`` CPUs, and the build's
-    steps together with at most ``build_pids`` processes (:mod:`.build_cgroup`)."""
+    steps together with at most ``build_pids`` processes, under gVisor unless
+    ``build_runtime`` is ``engine`` (:mod:`.build_cgroup`)."""
     memory_mb = config.build_memory_mb
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     arguments: dict[str, Any] = {
@@ -579,10 +581,21 @@ def _stream_build(
             name, proxy_env = stack.enter_context(networks(config.build_allow))
             arguments["network_mode"] = name
             arguments["buildargs"] = {**spec.build_args, **proxy_env}
-        if config.build_pids:
-            root = pids_root(client.info())
+        gvisor = config.build_runtime == "gvisor"
+        if config.build_pids or gvisor:
+            info = client.info()
+            host_tasks = config.build_pids
+            if gvisor:
+                require_gvisor_steps(info)
+                if config.build_pids:
+                    # gVisor's kernel counts the step's processes and threads; the host's
+                    # cgroup bounds gVisor's own tasks behind them.
+                    arguments["container_limits"]["ulimits"] = json.dumps(
+                        [{"Name": "nproc", "Soft": config.build_pids, "Hard": config.build_pids}]
+                    )
+                    host_tasks = gvisor_host_tasks(config.build_pids)
             arguments["container_limits"]["cgroupparent"] = stack.enter_context(
-                build_cgroup(root, config.build_pids)
+                build_cgroup(pids_root(info), host_tasks, gvisor=gvisor)
             )
         try:
             error = _run_steps(arguments, spec.build_timeout_s, environment, tail, log, say)

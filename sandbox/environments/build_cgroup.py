@@ -1,4 +1,4 @@
-"""A cgroup of its own for each build, so that its steps' processes are bounded.
+"""A cgroup of its own for each build: its steps' processes are bounded, and run under gVisor.
 
 The engine's classic builder takes a memory limit for the steps but no pids limit:
 a step could fork until the host has no process left. It does take a *cgroup
@@ -8,9 +8,15 @@ bounds everything below it. So every build gets a fresh parent
 the unified v2 tree) with ``pids.max`` set to the operator's ``build_pids``, and
 the parent is removed once the build's steps are gone.
 
+The same parent is what puts the steps under gVisor: the engine's default runtime,
+``sandbox-build`` (:mod:`sandbox.host.engine`), runs a container whose cgroup parent
+is ``/sandbox-build/gvisor-<token>`` with runsc, and every other container with runc. Only
+the service sets a build's cgroup parent (a build API argument; a Dockerfile cannot).
+
 This needs the engine's ``cgroupfs`` driver and the cgroup file system writable
 from this process (a service in a container without it cannot): else the build
-is refused, naming ``build_pids: 0`` (no limit) as the operator's way out.
+is refused, naming ``build_pids: 0`` (no limit) and ``build_runtime: engine`` as
+the operator's way out.
 """
 
 from __future__ import annotations
@@ -26,13 +32,43 @@ from typing import Any
 import psutil
 
 from sandbox.errors import EngineError
+from sandbox.host.engine import RUNTIME_BUILD
 
 BUILD_CGROUP_ROOT = "sandbox-build"
+#: A build's cgroup named so puts its steps under gVisor (build-runtime.sh looks for it).
+GVISOR_PREFIX = "gvisor-"
 #: A build's cgroup this old belongs to no running build (build_timeout_s is at most 7200).
 STALE_AFTER_S = 3 * 3600
 #: How long a finished build waits for its steps' cgroups to go before leaving its own.
 REMOVE_WAIT_S = 5
-_NO_LIMIT_HINT = "; set build_pids: 0 in the environments config to build without a process limit"
+_NO_LIMIT_HINT = (
+    "; to build without a process limit and outside gVisor (only for tenants you trust), "
+    "set build_pids: 0 and build_runtime: engine in the environments config"
+)
+
+
+#: Host tasks (threads) gVisor (the ptrace platform) runs for a step: about 44 for a shell,
+#: and 8 more for each process in it (measured: 100 sleeping children, 839).
+GVISOR_BASE_TASKS = 128
+GVISOR_TASKS_PER_TASK = 12
+
+
+def gvisor_host_tasks(pids: int) -> int:
+    """The host tasks a gVisor step with at most ``pids`` processes and threads may need."""
+    return GVISOR_BASE_TASKS + GVISOR_TASKS_PER_TASK * pids
+
+
+def require_gvisor_steps(engine_info: dict[str, Any]) -> None:
+    """Raise :class:`EngineError` unless the engine runs builds' steps under gVisor."""
+    default = engine_info.get("DefaultRuntime")
+    if default != RUNTIME_BUILD:
+        raise EngineError(
+            f"the engine's default runtime is {default!r}, not {RUNTIME_BUILD!r}, so a "
+            "build's steps would run as root on the host's kernel: as root on the engine's "
+            "machine run `sandbox engine ensure` (it registers the runtime and makes it the "
+            "default), or, only for tenants you trust, set build_runtime: engine in the "
+            "environments config"
+        )
 
 
 def pids_root(engine_info: dict[str, Any]) -> Path:
@@ -56,11 +92,12 @@ def pids_root(engine_info: dict[str, Any]) -> Path:
 
 
 @contextlib.contextmanager
-def build_cgroup(root: Path, pids: int) -> Iterator[str]:
+def build_cgroup(root: Path, pids: int, *, gvisor: bool) -> Iterator[str]:
     """A fresh cgroup under ``root`` whose processes (threads included) number at most
-    ``pids``; yields the engine's ``cgroupparent`` for it, and removes it afterwards
-    (with any left by a build that ended before its steps did)."""
-    token = secrets.token_hex(8)
+    ``pids`` (0: no limit), named for gVisor (:data:`GVISOR_PREFIX`) if ``gvisor``;
+    yields the engine's ``cgroupparent`` for it, and removes it afterwards (with any
+    left by a build that ended before its steps did)."""
+    token = (GVISOR_PREFIX if gvisor else "") + secrets.token_hex(8)
     directory = root / token
     try:
         root.mkdir(exist_ok=True)
@@ -68,7 +105,7 @@ def build_cgroup(root: Path, pids: int) -> Iterator[str]:
             _enable_pids(root.parent)
             _enable_pids(root)
         directory.mkdir()
-        (directory / "pids.max").write_text(f"{pids}\n")
+        (directory / "pids.max").write_text(f"{pids or 'max'}\n")
     except OSError as exc:
         with contextlib.suppress(OSError):
             directory.rmdir()
@@ -78,11 +115,25 @@ def build_cgroup(root: Path, pids: int) -> Iterator[str]:
     try:
         yield f"/{BUILD_CGROUP_ROOT}/{token}"
     finally:
-        # The engine removes a step's cgroup a moment after the step's container.
+        # The engine makes the parent in every hierarchy (cgroup v1 has one per
+        # controller), and removes a step's cgroup a moment after the step's container.
+        roots = _hierarchy_roots(root)
         deadline = time.monotonic() + REMOVE_WAIT_S
-        while not _remove(directory) and time.monotonic() < deadline:
+        while not all([_remove(r / token) for r in roots]) and time.monotonic() < deadline:
             time.sleep(0.1)
-        _remove_stale(root)
+        for each in roots:
+            _remove_stale(each)
+
+
+def _hierarchy_roots(pids: Path) -> list[Path]:
+    """The builds' directory in every mounted cgroup hierarchy (``pids`` among them)."""
+    roots = {pids}
+    for part in psutil.disk_partitions(all=True):
+        if part.fstype in ("cgroup", "cgroup2"):
+            candidate = Path(part.mountpoint) / BUILD_CGROUP_ROOT
+            if candidate.is_dir():
+                roots.add(candidate)
+    return sorted(roots)
 
 
 def _enable_pids(directory: Path) -> None:

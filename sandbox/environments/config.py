@@ -115,6 +115,15 @@ class EnvironmentsConfig(BaseModel):
         "0: no limit",
     )
 
+    build_runtime: Literal["gvisor", "engine"] = Field(
+        default="gvisor",
+        description="gvisor: every build step runs under gVisor, root only in gVisor's "
+        "kernel (the engine's default runtime must be sandbox-build, which `sandbox engine "
+        "ensure` installs; builds are refused otherwise). engine: under the engine's "
+        "default runtime as it is (runc on a stock engine: a step is root with Docker's "
+        "default capabilities on the host's kernel); only for tenants you trust",
+    )
+
     @model_validator(mode="after")
     def _allow_needs_allowlist(self) -> EnvironmentsConfig:
         if self.build_network == "allowlist" and not self.build_allow:

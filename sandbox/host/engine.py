@@ -14,6 +14,12 @@ Runtimes registered:
     gVisor with ``--network=none``: sandboxes that have no network at all.
 ``runsc-net``
     gVisor with its own network stack, for policies with a network allowlist.
+``sandbox-build``
+    The engine's default runtime (``default-runtime``, set when daemon.json names
+    none or ``runc``): a tenant's build steps (the containers under the cgroup
+    parent ``/sandbox-build/gvisor-<token>``, which only the service sets) run under
+    gVisor, every other container created without a runtime under runc
+    (``build-runtime.sh``, installed at :data:`BUILD_RUNTIME_PATH`).
 """
 
 from __future__ import annotations
@@ -54,10 +60,16 @@ LOCAL_SOCKET = "unix:///var/run/docker.sock"
 RUNSC_PATH = "/usr/bin/runsc"
 RUNTIME_RUNSC = "runsc"
 RUNTIME_RUNSC_NET = "runsc-net"
+RUNTIME_BUILD = "sandbox-build"
+BUILD_RUNTIME_PATH = Path("/usr/local/lib/sandbox/build-runtime")
+BUILD_RUNTIME_SOURCE = Path(__file__).with_name("build-runtime.sh")
 SANDBOX_RUNTIMES: Mapping[str, Mapping[str, Any]] = {
     RUNTIME_RUNSC: {"path": RUNSC_PATH, "runtimeArgs": ["--network=none"]},
     RUNTIME_RUNSC_NET: {"path": RUNSC_PATH},
+    RUNTIME_BUILD: {"path": str(BUILD_RUNTIME_PATH)},
 }
+#: The engine's default runtime is set to ours when daemon.json names none of these.
+REPLACEABLE_DEFAULTS = ("runc", "io.containerd.runc.v2")
 
 #: Debian package -> the program whose presence says it is installed.
 ENGINE_PACKAGES: Mapping[str, str] = {
@@ -100,6 +112,7 @@ def ensure_engine(*, progress: Progress = logger.info) -> None:
         )
 
     install_missing_packages(ENGINE_PACKAGES, progress=progress)
+    install_build_runtime(progress=progress)
     merge_daemon_json(progress=progress)
 
     # Installing docker.io may have started an engine (where policy-rc.d allows it).
@@ -137,6 +150,7 @@ def engine_status() -> dict[str, Any]:
             storage_driver=info.get("Driver"),
             cgroup_version=info.get("CgroupVersion"),
             runtimes=runtimes,
+            default_runtime=info.get("DefaultRuntime"),
             missing_runtimes=_missing_runtimes(info),
         )
     return status
@@ -228,11 +242,43 @@ def merge_daemon_json(*, path: Path = DAEMON_JSON, progress: Progress = logger.i
                 runtimes[name],
                 dict(spec),
             )
+    default = config.get("default-runtime")
+    if default is None or default in REPLACEABLE_DEFAULTS:
+        config["default-runtime"] = RUNTIME_BUILD
+        added.append("default-runtime")
+    elif default != RUNTIME_BUILD:
+        logger.warning(
+            "%s: default-runtime is %r, so tenants' build steps are not run under gVisor "
+            "and builds are refused (unless the environments config says build_runtime: "
+            "engine); set it to %r",
+            path,
+            default,
+            RUNTIME_BUILD,
+        )
     if not added:
         return False
     config["runtimes"] = runtimes
     write_text_atomic(path, json.dumps(config, indent=2, sort_keys=True) + "\n", mode=0o644)
-    progress(f"added the runtimes {added} to {path}")
+    progress(f"added {added} to {path}")
+    return True
+
+
+def install_build_runtime(
+    *, path: Path = BUILD_RUNTIME_PATH, progress: Progress = logger.info
+) -> bool:
+    """Install :data:`RUNTIME_BUILD`'s program (``build-runtime.sh`` with this machine's
+    runc and runsc) at ``path``; returns whether it changed."""
+    runc = shutil.which("runc", path=_SYSTEM_PATH)
+    if runc is None:
+        raise EngineError("runc is not installed (docker.io depends on it): apt-get install runc")
+    text = BUILD_RUNTIME_SOURCE.read_text(encoding="utf-8")
+    text = text.replace("@RUNC@", runc).replace("@RUNSC@", RUNSC_PATH)
+    with contextlib.suppress(OSError):
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, text, mode=0o755)
+    progress(f"installed the build runtime {path}")
     return True
 
 
@@ -293,8 +339,23 @@ def _engine_info() -> dict[str, Any] | None:
 
 
 def _missing_runtimes(info: Mapping[str, Any]) -> list[str]:
+    """The runtimes the engine lacks, with ``default-runtime`` when it is not ours but
+    daemon.json says it is (or leaves it to us)."""
     present = info.get("Runtimes") or {}
-    return [name for name in SANDBOX_RUNTIMES if name not in present]
+    missing = [name for name in SANDBOX_RUNTIMES if name not in present]
+    if info.get("DefaultRuntime") != RUNTIME_BUILD and _default_is_ours():
+        missing.append("default-runtime")
+    return missing
+
+
+def _default_is_ours(path: Path = DAEMON_JSON) -> bool:
+    """Whether daemon.json's ``default-runtime`` is ours or one we replace."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return True
+    default = config.get("default-runtime") if isinstance(config, dict) else None
+    return default is None or default in (RUNTIME_BUILD, *REPLACEABLE_DEFAULTS)
 
 
 def _process_name(pid: int) -> str | None:
@@ -346,18 +407,24 @@ def _local_dockerd_pid() -> int | None:
 
 
 def _ensure_runtimes(info: Mapping[str, Any], progress: Progress) -> None:
-    """Register missing runtimes with a running engine, when we may signal it."""
+    """Register missing runtimes (and the default one) with a running engine, when we
+    may signal it; the build runtime's program is brought up to date either way."""
+    pid = _local_dockerd_pid() if _is_local_host() else None
+    ours = pid is not None and _is_root()
+    if ours:
+        install_build_runtime(progress=progress)
     missing = _missing_runtimes(info)
     if not missing:
         return
-    pid = _local_dockerd_pid() if _is_local_host() else None
-    if pid is None or not _is_root():
+    if not ours:
         logger.warning(
-            "the running Docker engine lacks the runtimes %s, so gVisor policies will "
-            "fail; add %s to its daemon.json and reload it (as root on the engine's "
-            "machine: `sandbox engine ensure`)",
+            "the running Docker engine lacks %s, so gVisor policies and tenants' builds "
+            'will fail; add %s (and "default-runtime": %r) to its daemon.json, install '
+            "%s and reload it (as root on the engine's machine: `sandbox engine ensure`)",
             missing,
-            {name: SANDBOX_RUNTIMES[name] for name in missing},
+            dict(SANDBOX_RUNTIMES),
+            RUNTIME_BUILD,
+            BUILD_RUNTIME_PATH,
         )
         return
     install_missing_packages({"runsc": "runsc"}, progress=progress)

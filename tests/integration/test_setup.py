@@ -30,6 +30,7 @@ from sandbox.host.engine import (
     DAEMON_JSON,
     ENGINE_PACKAGES,
     RUNSC_PATH,
+    RUNTIME_BUILD,
     RUNTIME_RUNSC,
     RUNTIME_RUNSC_NET,
     docker_client,
@@ -62,6 +63,8 @@ def test_the_engine_answers(client: docker.DockerClient) -> None:
     # Set-up installed everything it needs, and registered every runtime.
     assert status["missing_packages"] == []
     assert status["missing_runtimes"] == []
+    # Tenants' build steps run under gVisor through the default runtime (build-runtime.sh).
+    assert status["default_runtime"] == RUNTIME_BUILD
 
 
 @docker_mark

@@ -11,6 +11,7 @@ import io
 import tarfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
@@ -23,6 +24,8 @@ from tests.conftest import Service, environments_service
 
 pytestmark = pytest.mark.docker
 
+#: Where a build's steps' cgroups are in the cpu controller (cgroup v1).
+CPU_BUILD_CGROUPS = Path("/sys/fs/cgroup/cpu/sandbox-build")
 KEYS = {tenant: new_key() for tenant in ("alice", "mallory")}
 CONFIG = (
     'image_aliases:\n  "python:3.13-slim": sandbox-python\n'
@@ -287,7 +290,8 @@ def test_a_build_has_a_process_limit(service: Service) -> None:
         few = build(mallory, {"Dockerfile": _forks(20)})
         assert few.status_code == 200, few.text
         assert mallory.get("/v1/pool").status_code == 200
-    left = [p for p in Path("/sys/fs/cgroup/pids/sandbox-build").iterdir() if p.is_dir()]
+    # The engine makes the build's cgroup in every hierarchy (one per controller on v1).
+    left = [p for p in Path("/sys/fs/cgroup").glob("*/sandbox-build/*") if p.is_dir()]
     assert not left, left
 
 
@@ -323,15 +327,39 @@ def test_an_allowlist_build_goes_through_the_services_proxy(
 
 
 def test_a_build_step_has_a_cpu_limit(service: Service) -> None:
-    """build_cpus: 0.5 is a CFS quota of half a CPU on every step (the build fails if not)."""
-    quota = (
-        "FROM python:3.13-slim\n"
-        "RUN cat /sys/fs/cgroup/cpu/cpu.cfs_period_us /sys/fs/cgroup/cpu/cpu.cfs_quota_us; "
-        'test "$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us)" = 50000\n'
+    """build_cpus: 0.5 is a CFS quota of half a CPU on the step's own cgroup, read from the
+    host while the step runs (gVisor's kernel shows the step no cgroup files)."""
+    with client(service, "mallory") as mallory, ThreadPoolExecutor(1) as pool:
+        running = pool.submit(
+            build, mallory, {"Dockerfile": "FROM python:3.13-slim\nRUN sleep 8\n"}
+        )
+        quotas: list[str] = []
+        deadline = time.monotonic() + 60
+        while not quotas and not running.done() and time.monotonic() < deadline:
+            quotas = [q.read_text().strip() for q in CPU_BUILD_CGROUPS.glob("*/*/cpu.cfs_quota_us")]
+            time.sleep(0.2)
+        assert running.result().status_code == 200, running.result().text
+    assert quotas == ["50000"], quotas
+
+
+def test_a_build_step_runs_in_gvisor_and_nothing_else_does(
+    service: Service, docker_client: docker.DockerClient
+) -> None:
+    """A RUN step is root only in gVisor's kernel (its kernel log is gVisor's, and it has
+    no CAP_NET_RAW), whatever the Dockerfile says; a container the engine starts without a
+    runtime outside a build still runs under runc."""
+    probe = (
+        "FROM python:3.13-slim\nUSER root\n"
+        "RUN dmesg | head -1 | grep 'Starting gVisor' && "
+        "! grep -q 'CapEff:.*a80425fb' /proc/self/status\n"
     )
     with client(service, "mallory") as mallory:
-        built = build(mallory, {"Dockerfile": quota})
+        built = build(mallory, {"Dockerfile": probe})
     assert built.status_code == 200, built.text
+    kernel = docker_client.containers.run(
+        built.json()["image"], ["cat", "/proc/version"], remove=True
+    )
+    assert b"gVisor" not in kernel and not kernel.startswith(b"Linux version 4.4.0"), kernel
 
 
 def test_a_build_step_has_no_network_and_a_memory_limit(service: Service) -> None:

@@ -1,4 +1,5 @@
-"""Unit tests of sandbox.host.engine.merge_daemon_json: dockerd's config gains the gVisor runtimes.
+"""Unit tests of sandbox.host.engine.merge_daemon_json: dockerd's config gains the gVisor
+runtimes and the build runtime as its default.
 
 Engine-free: every test works on a daemon.json in a temporary directory. (That
 the running engine lists the runtimes is checked in tests/integration/test_mounts.py.)
@@ -15,10 +16,18 @@ from typing import Any
 import pytest
 
 from sandbox.errors import EngineError
-from sandbox.host.engine import RUNSC_PATH, SANDBOX_RUNTIMES, merge_daemon_json
+from sandbox.host.engine import (
+    BUILD_RUNTIME_PATH,
+    RUNSC_PATH,
+    SANDBOX_RUNTIMES,
+    install_build_runtime,
+    merge_daemon_json,
+)
 
 RUNSC = {"path": RUNSC_PATH, "runtimeArgs": ["--network=none"]}
 RUNSC_NET = {"path": RUNSC_PATH}
+BUILD = {"path": str(BUILD_RUNTIME_PATH)}
+OURS = {"runsc": RUNSC, "runsc-net": RUNSC_NET, "sandbox-build": BUILD}
 
 
 def load(path: Path) -> Any:
@@ -32,18 +41,16 @@ def leftovers(directory: Path) -> list[str]:
 
 def test_the_registered_runtimes() -> None:
     # The names and arguments the rest of the platform relies on: policies with
-    # network.mode none run on runsc (no network at all), allowlist ones on runsc-net.
-    assert {name: dict(spec) for name, spec in SANDBOX_RUNTIMES.items()} == {
-        "runsc": RUNSC,
-        "runsc-net": RUNSC_NET,
-    }
+    # network.mode none run on runsc (no network at all), allowlist ones on runsc-net;
+    # sandbox-build, the default, runs tenants' build steps under gVisor.
+    assert {name: dict(spec) for name, spec in SANDBOX_RUNTIMES.items()} == OURS
 
 
-def test_absent_file_is_created_with_both_runtimes(tmp_path: Path) -> None:
+def test_absent_file_is_created_with_our_runtimes(tmp_path: Path) -> None:
     path = tmp_path / "etc" / "docker" / "daemon.json"  # the directory is missing too
     said: list[str] = []
     assert merge_daemon_json(path=path, progress=said.append) is True
-    assert load(path) == {"runtimes": {"runsc": RUNSC, "runsc-net": RUNSC_NET}}
+    assert load(path) == {"default-runtime": "sandbox-build", "runtimes": OURS}
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert path.read_text(encoding="utf-8").endswith("}\n")
     assert len(said) == 1 and "runsc" in said[0] and str(path) in said[0]
@@ -55,7 +62,7 @@ def test_empty_file_counts_as_an_empty_config(tmp_path: Path, text: str) -> None
     path = tmp_path / "daemon.json"
     path.write_text(text, encoding="utf-8")
     assert merge_daemon_json(path=path, progress=lambda _: None) is True
-    assert load(path) == {"runtimes": {"runsc": RUNSC, "runsc-net": RUNSC_NET}}
+    assert load(path) == {"default-runtime": "sandbox-build", "runtimes": OURS}
 
 
 def test_other_keys_and_runtimes_are_kept(tmp_path: Path) -> None:
@@ -71,11 +78,35 @@ def test_other_keys_and_runtimes_are_kept(tmp_path: Path) -> None:
     path.write_text(json.dumps(original), encoding="utf-8")
     assert merge_daemon_json(path=path, progress=lambda _: None) is True
     merged = load(path)
+    # runc as the default is replaced: the build runtime runs everything but build steps
+    # under runc.
     expected = {
         **original,
-        "runtimes": {**original["runtimes"], "runsc": RUNSC, "runsc-net": RUNSC_NET},
+        "default-runtime": "sandbox-build",
+        "runtimes": {**original["runtimes"], **OURS},
     }
     assert merged == expected
+
+
+def test_an_operators_own_default_runtime_is_left_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "daemon.json"
+    path.write_text(json.dumps({"default-runtime": "kata", "runtimes": OURS}), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="sandbox.host.engine"):
+        assert merge_daemon_json(path=path, progress=lambda _: None) is False
+    assert load(path)["default-runtime"] == "kata"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "build_runtime: engine" in warnings[0], warnings
+
+
+def test_the_build_runtime_is_installed_with_this_machines_programs(tmp_path: Path) -> None:
+    path = tmp_path / "lib" / "build-runtime"
+    assert install_build_runtime(path=path, progress=lambda _: None) is True
+    text = path.read_text(encoding="utf-8")
+    assert "@RUNC@" not in text and f"RUNSC={RUNSC_PATH}" in text
+    assert stat.S_IMODE(path.stat().st_mode) == 0o755
+    assert install_build_runtime(path=path, progress=lambda _: None) is False
 
 
 @pytest.mark.parametrize(
@@ -112,7 +143,10 @@ def test_a_differently_configured_runsc_is_left_alone(
     path.write_text(json.dumps({"runtimes": {"runsc": theirs}}), encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="sandbox.host.engine"):
         assert merge_daemon_json(path=path, progress=lambda _: None) is True
-    assert load(path) == {"runtimes": {"runsc": theirs, "runsc-net": RUNSC_NET}}
+    assert load(path) == {
+        "default-runtime": "sandbox-build",
+        "runtimes": {"runsc": theirs, "runsc-net": RUNSC_NET, "sandbox-build": BUILD},
+    }
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "'runsc'" in warnings[0] and "leaving it as it is" in warnings[0]
@@ -122,8 +156,12 @@ def test_conflicting_runtimes_only_leave_the_file_untouched(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "daemon.json"
+    theirs = {"path": "/x/runsc"}
     text = json.dumps(
-        {"runtimes": {"runsc": {"path": "/x/runsc"}, "runsc-net": {"path": "/x/runsc"}}}
+        {
+            "default-runtime": "sandbox-build",
+            "runtimes": {"runsc": theirs, "runsc-net": theirs, "sandbox-build": theirs},
+        }
     )
     path.write_text(text, encoding="utf-8")
     said: list[str] = []
@@ -131,7 +169,7 @@ def test_conflicting_runtimes_only_leave_the_file_untouched(
         assert merge_daemon_json(path=path, progress=said.append) is False
     assert path.read_text(encoding="utf-8") == text
     assert said == []
-    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 3
 
 
 def test_merging_twice_is_idempotent(tmp_path: Path) -> None:
@@ -149,7 +187,8 @@ def test_an_already_complete_file_is_not_rewritten(tmp_path: Path) -> None:
     # Registered by hand, in another layout: nothing to add, so the operator's
     # formatting stays as it is.
     path = tmp_path / "daemon.json"
-    text = json.dumps({"runtimes": {"runsc-net": RUNSC_NET, "runsc": RUNSC}}, indent=8)
+    runtimes = {"sandbox-build": BUILD, "runsc-net": RUNSC_NET, "runsc": RUNSC}
+    text = json.dumps({"runtimes": runtimes, "default-runtime": "sandbox-build"}, indent=8)
     path.write_text(text, encoding="utf-8")
     assert merge_daemon_json(path=path, progress=lambda _: None) is False
     assert path.read_text(encoding="utf-8") == text
