@@ -51,7 +51,7 @@ from sandbox.errors import (
 )
 from sandbox.host import images
 from sandbox.host.engine import docker_client
-from sandbox.host.locks import exclusive
+from sandbox.host.locks import exclusive, exclusive_now, shared
 from sandbox.policy import AllowRule, ExtraTmpfs
 from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
@@ -59,7 +59,7 @@ from .build_cgroup import build_cgroup, gvisor_host_tasks, pids_root, require_gv
 from .config import CONFIG_ENV, EnvironmentsConfig, check_reference, normalise_reference
 from .dockerfile import Rewritten, rewrite_from_lines
 from .engine_build import BuildExpired, run_build
-from .gc import collect
+from .gc import BUILDS_LOCK, collect, remove_leftovers
 from .spec import EnvironmentSpec
 from .store import ENV_REPOSITORY, LABEL_ENVIRONMENT, EnvironmentRecord, RecordStore
 
@@ -245,9 +245,13 @@ class EnvironmentBuilder:
                 shutil.copytree(
                     context, work / "build", symlinks=True, ignore=_skipped(context, spec.exclude)
                 )
-                record = self._build(
-                    client, environment, work / "build", rewritten, spec, notes, say
-                )
+                try:
+                    with shared(BUILDS_LOCK):
+                        record = self._build(
+                            client, environment, work / "build", rewritten, spec, notes, say
+                        )
+                finally:
+                    _remove_leftovers_if_alone(self.config.image_aliases.values(), say)
                 self.records.grant(environment, tenant)
         budget = self.config.disk_budget_mb << 20
         for removed in collect(self.records, budget, keep={environment}):
@@ -526,6 +530,17 @@ def _layer_stage(final_stage: str) -> str:
         "ENTRYPOINT []\n"
         'CMD ["/bin/sh"]\n'
     )
+
+
+def _remove_leftovers_if_alone(bases: Collection[str], say: Progress) -> None:
+    """What builds left untagged, removed unless another build on this machine runs (the
+    one that ends last removes them)."""
+    with exclusive_now(BUILDS_LOCK) as alone:
+        if alone:
+            with contextlib.suppress(EngineError):
+                removed = remove_leftovers(frozenset(normalise_reference(b) for b in bases))
+                if removed:
+                    say(f"removed {removed} untagged images builds left")
 
 
 def _discard(client: docker.DockerClient, tag: str) -> None:

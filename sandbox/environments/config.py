@@ -111,8 +111,8 @@ class EnvironmentsConfig(BaseModel):
         ge=0,
         le=1 << 22,
         description="the processes and threads one build's steps may have at once (a cgroup "
-        "of its own; needs the engine's cgroupfs driver and a writable cgroup file system); "
-        "0: no limit",
+        "of its own; needs the engine's cgroupfs driver and a writable cgroup file system; "
+        "under gVisor also each step's RLIMIT_NPROC); 0: no limit",
     )
 
     build_runtime: Literal["gvisor", "engine"] = Field(

@@ -8,6 +8,7 @@ system directory, files planted in the runner's directory)."""
 from __future__ import annotations
 
 import io
+import secrets
 import tarfile
 import time
 from collections.abc import Iterator
@@ -416,3 +417,30 @@ def test_a_tenant_holds_at_most_max_environments(tmp_path_factory: pytest.TempPa
         finally:
             engine.close()
         assert build(mallory, second).status_code == 200
+
+
+def test_what_a_build_leaves_untagged_is_removed(
+    service: Service, docker_client: docker.DockerClient
+) -> None:
+    """A failed build's steps and a multi-stage build's earlier stage leave untagged images
+    that no environment holds and the disk budget never counted: each is removed once the
+    build ends (no dangling image is left that was not there before)."""
+
+    def dangling() -> set[str]:
+        return {image["Id"] for image in docker_client.api.images(filters={"dangling": True})}
+
+    before = dangling()
+    failing = (
+        "FROM python:3.13-slim\nRUN head -c 2000000 /dev/urandom > /a\n"
+        f"RUN echo {secrets.token_hex(4)} > /b\nRUN exit 3\n"
+    )
+    staged = (
+        "FROM python:3.13-slim AS stage\n"
+        f"RUN head -c 2000000 /dev/urandom > /big && echo {secrets.token_hex(4)}\n"
+        "FROM python:3.13-slim\nCOPY --from=stage /etc/hostname /copied\n"
+    )
+    with client(service, "mallory") as mallory:
+        failed = build(mallory, {"Dockerfile": failing})
+        assert failed.status_code == 422 and "returned a non-zero code: 3" in failed.text
+        assert build(mallory, {"Dockerfile": staged}).status_code == 200
+    assert dangling() <= before, dangling() - before
