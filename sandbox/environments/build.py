@@ -5,9 +5,10 @@ go through the operator's aliases (:mod:`.config`); an image neither aliased
 nor present in the local engine is refused before anything is built (nothing
 is ever pulled). A last stage is appended that layers our runner in
 (``layer.sh``: python3 from the image's own apt archive when it lacks one,
-the sandbox and judge users, ``/workspace``, ``/judge``, the runner's sources)
-and clears ``ENTRYPOINT``, so every task image runs the same hardened runner as
-the built-in images, whatever its ``FROM``.
+the sandbox and judge users, ``/workspace``, ``/judge``, the runner's sources,
+copied from a ``sandbox-layer:<digest>`` image so that they are never part of the
+task's build context) and clears ``ENTRYPOINT``, so every task image runs the same
+hardened runner as the built-in images, whatever its ``FROM``.
 
 The tag is ``sandbox-env:<id>``; the id is 12 hex digits of a SHA-256 over the
 rewritten Dockerfile, the resolved base images' ids, the build args, the
@@ -24,10 +25,12 @@ kept in the store (``<id>.log``).
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
 import shutil
+import tarfile
 import tempfile
 import time
 from collections import deque
@@ -69,10 +72,12 @@ BuildNetworks = Callable[
 ]
 
 #: Bump when the way environments are assembled changes (it is part of every id).
-BUILD_FORMAT = "1"
+BUILD_FORMAT = "2"
 MAX_CONTEXT_FILES = 20000
 LOG_TAIL_LINES = 30
-LAYER_DIR = ".sandbox-runner"
+#: The Dockerfile built (the task's with the layer stage), a name a context may not hold.
+LAYER_DOCKERFILE = ".sandbox-layer.Dockerfile"
+LAYER_REPOSITORY = "sandbox-layer"
 _ANSWER = {"environment", "image", "build_seconds", "notes", "log_tail"}
 LAYER_SCRIPT = Path(__file__).with_name("layer.sh")
 SEED_DIR = "/opt/sandbox-seed"  # where layer.sh keeps the image's WORKDIR
@@ -325,20 +330,21 @@ class EnvironmentBuilder:
         """Build the copy of the context in ``build_context`` with the runner layer added."""
         tag = f"{ENV_REPOSITORY}:{environment}"
         bases = [resolved for _, resolved in rewritten.bases]
-        layer = build_context / LAYER_DIR
-        if layer.exists() or layer.is_symlink():
-            raise InvalidRequestError(
-                f"the build context holds {LAYER_DIR}, which is reserved for the runner; rename it"
-            )
-        for rel, path in images._runner_files():  # exactly the files the id was hashed over
-            (layer / "runner" / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, layer / "runner" / rel)
-        shutil.copy2(LAYER_SCRIPT, layer / "layer.sh")
-        (layer / "Dockerfile").write_text(rewritten.text + _layer_stage(rewritten.final_stage))
+        dockerfile = build_context / LAYER_DOCKERFILE
         ignore = build_context / ".dockerignore"
-        if ignore.is_file():
-            with ignore.open("a") as handle:
-                handle.write(f"\n!{LAYER_DIR}\n!{LAYER_DIR}/**\n")
+        if dockerfile.exists() or dockerfile.is_symlink():
+            raise InvalidRequestError(
+                f"the build context holds {LAYER_DOCKERFILE}, a name the platform uses; rename it"
+            )
+        if ignore.is_symlink():
+            raise InvalidRequestError("the build context's .dockerignore is a link; make it a file")
+        layer_image = _layer_image(client)
+        dockerfile.write_text(rewritten.text + _layer_stage(rewritten.final_stage, layer_image))
+        # The engine reads the Dockerfile and hides it (and a .dockerignore the task did
+        # not have) from COPY, since the .dockerignore names them.
+        hidden = [LAYER_DOCKERFILE] if ignore.exists() else [LAYER_DOCKERFILE, ".dockerignore"]
+        with ignore.open("a") as handle:
+            handle.write("\n" + "\n".join(hidden) + "\n")
         log_path = self.records.log_path(environment)
         say(f"building environment {environment} ({tag}) from {', '.join(bases)}")
         started = time.monotonic()
@@ -518,18 +524,52 @@ def _seed_target(workdir: str, notes: list[str]) -> str | None:
     return workdir
 
 
-def _layer_stage(final_stage: str) -> str:
+def _layer_stage(final_stage: str, layer_image: str) -> str:
     return (
         "\n# --- appended by the sandbox platform: the runner layer ---\n"
         f"FROM {final_stage}\n"
         "USER root\n"
         # Replaced whole: nothing the image left under the runner's directory survives.
         'RUN ["/bin/sh", "-c", "rm -rf /opt/sandbox"]\n'
-        f"COPY {LAYER_DIR}/ /opt/sandbox/\n"
+        f"COPY --from={layer_image} / /opt/sandbox/\n"
         'RUN ["/bin/sh", "/opt/sandbox/layer.sh"]\n'
         "ENTRYPOINT []\n"
         'CMD ["/bin/sh"]\n'
     )
+
+
+def _layer_files() -> list[tuple[str, Path]]:
+    """What the layer stage copies into ``/opt/sandbox``: the runner's sources, ``layer.sh``."""
+    runner = [(f"runner/{rel}", path) for rel, path in images._runner_files()]
+    return [*runner, ("layer.sh", LAYER_SCRIPT)]
+
+
+def _layer_image(client: docker.DockerClient) -> str:
+    """``sandbox-layer:<digest>``, an image of :func:`_layer_files` alone (imported once per
+    content, no build step), which the layer stage copies from."""
+    files = _layer_files()
+    tag = images._digest(["layer"], [("layer", files)])[:12]
+    name = f"{LAYER_REPOSITORY}:{tag}"
+    if _image_id(client, name):
+        return name
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        directories = sorted({str(Path(rel).parent) for rel, _ in files} - {"."})
+        for rel in [*directories, *(rel for rel, _ in files)]:
+            info = tarfile.TarInfo(rel)
+            info.mtime = 0
+            if rel in directories:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+                continue
+            data = dict(files)[rel].read_bytes()
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    try:
+        client.api.import_image_from_data(buffer.getvalue(), repository=LAYER_REPOSITORY, tag=tag)
+    except (DockerException, requests.exceptions.RequestException) as exc:
+        raise EngineError(f"cannot import the runner layer's image {name}: {exc}") from exc
+    return name
 
 
 def _remove_leftovers_if_alone(bases: Collection[str], say: Progress) -> None:
@@ -570,7 +610,7 @@ def _stream_build(
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     arguments: dict[str, Any] = {
         "path": str(context),
-        "dockerfile": f"{LAYER_DIR}/Dockerfile",
+        "dockerfile": LAYER_DOCKERFILE,
         "tag": tag,
         "buildargs": dict(spec.build_args),
         "labels": {LABEL_ENVIRONMENT: environment},

@@ -42,14 +42,6 @@ into the runner; remove it (set LD_PRELOAD in a command's env instead)"
 link in the image; /opt/sandbox is the platform's"
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' \
     || refuse "the image's python3 is $(python3 -V 2>&1); the runner needs Python >= 3.9"
-# A task that copies its whole build context (`COPY . /app`) took this layer's directory
-# along (.sandbox-runner, a name build.py reserves): remove every such copy, so that neither
-# the image nor a session's workspace (seeded below) shows it.
-find / -xdev -type d -name .sandbox-runner -prune -print | while IFS= read -r copy; do
-    if [ -f "$copy/layer.sh" ] && [ -d "$copy/runner" ]; then
-        rm -rf "$copy"
-    fi
-done
 if [ "$(pwd)" != "/" ]; then
     mkdir -p /opt/sandbox-seed
     cp -a . /opt/sandbox-seed/
@@ -64,7 +56,7 @@ getent passwd 10002 >/dev/null 2>&1 \
 mkdir -p /workspace /judge
 chown 10001:10001 /workspace && chmod 0755 /workspace
 chown 10002:10002 /judge && chmod 0700 /judge
-rm -f /opt/sandbox/layer.sh /opt/sandbox/Dockerfile
+rm -f /opt/sandbox/layer.sh
 python3 -m compileall -q /opt/sandbox/runner >/dev/null \
     || refuse "the runner does not compile with the image's $(python3 -V 2>&1)"
 chown -R 0:0 /opt/sandbox

@@ -88,7 +88,7 @@ def test_a_build_is_cached_by_content_and_not_rebuilt(
         remove=True,
     )
     # The context's copy, and the workspace seeded from it (the WORKDIR), hold the task's
-    # files only, not the runner layer's directory that came along in the build context.
+    # files only, not the Dockerfile the platform built or the .dockerignore hiding it.
     listing = "Dockerfile\ndata.txt\n"
     assert out.decode() == (
         f"changed\n{nonce}\n/opt/sandbox-seed:\n{listing}\n/srv/context:\n{listing}"

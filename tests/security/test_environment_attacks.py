@@ -444,3 +444,28 @@ def test_what_a_build_leaves_untagged_is_removed(
         assert failed.status_code == 422 and "returned a non-zero code: 3" in failed.text
         assert build(mallory, {"Dockerfile": staged}).status_code == 200
     assert dangling() <= before, dangling() - before
+
+
+def test_the_platforms_layer_cannot_be_planted_or_copied(
+    service: Service, docker_client: docker.DockerClient
+) -> None:
+    """A context holding the Dockerfile name the platform builds with is refused; a
+    .dockerignore that tries to let COPY see that Dockerfile does not, and the runner's
+    files never pass through the task's context (a COPY of it all holds only the task's)."""
+    with client(service, "mallory") as mallory:
+        planted = {
+            "Dockerfile": "FROM python:3.13-slim\n",
+            ".sandbox-layer.Dockerfile": "FROM python:3.13-slim\nRUN echo planted\n",
+        }
+        refused = build(mallory, planted)
+        assert refused.status_code == 422, refused.text
+        assert ".sandbox-layer.Dockerfile, a name the platform uses" in refused.text
+        peek = {
+            "Dockerfile": "FROM python:3.13-slim\nCOPY . /ctx/\n",
+            ".dockerignore": "!.sandbox-layer.Dockerfile\n!.dockerignore\n",
+            "mine.txt": "mine\n",
+        }
+        built = build(mallory, peek)
+    assert built.status_code == 200, built.text
+    listing = docker_client.containers.run(built.json()["image"], ["ls", "-A", "/ctx"], remove=True)
+    assert listing.decode().split() == [".dockerignore", "Dockerfile", "mine.txt"], listing
