@@ -409,14 +409,13 @@ def _local_dockerd_pid() -> int | None:
 def _ensure_runtimes(info: Mapping[str, Any], progress: Progress) -> None:
     """Register missing runtimes (and the default one) with a running engine, when we
     may signal it; the build runtime's program is brought up to date either way."""
-    pid = _local_dockerd_pid() if _is_local_host() else None
-    ours = pid is not None and _is_root()
-    if ours:
+    pid = _local_dockerd_pid() if _is_local_host() and _is_root() else None
+    if pid is not None:
         install_build_runtime(progress=progress)
     missing = _missing_runtimes(info)
     if not missing:
         return
-    if not ours:
+    if pid is None:
         logger.warning(
             "the running Docker engine lacks %s, so gVisor policies and tenants' builds "
             'will fail; add %s (and "default-runtime": %r) to its daemon.json, install '
