@@ -356,3 +356,24 @@ def test_a_workdir_over_the_judges_files_stays_read_only(
     assert app.seed == "/srv/app"
     policy, _ = derive_policy(POLICIES["default"], None, environment=app.environment, seed=app.seed)
     assert [t.path for t in policy.filesystem.extra_tmpfs] == ["/srv/app"]
+
+
+@pytest.mark.parametrize(("runtime", "gvisor"), [("gvisor", True), ("engine", False)])
+def test_build_runtime_chooses_the_kernel_a_step_runs_on(
+    tmp_path: Path, docker_client: docker.DockerClient, runtime: str, gvisor: bool
+) -> None:
+    """build_runtime: gvisor (the default) runs every step on gVisor's kernel; engine on the
+    engine's default runtime as a stock engine has it (runc: the host's kernel)."""
+    config = EnvironmentsConfig(image_aliases=ALIASES, build_runtime=runtime)  # type: ignore[arg-type]
+    builder = EnvironmentBuilder(tmp_path / "store", config)
+    spec = task(
+        tmp_path,
+        f"FROM python:3.13-slim\nRUN echo {secrets.token_hex(4)}; cat /proc/version > /kernel\n",
+    )
+    record = builder.build(spec, tenant=TENANT).record
+    try:
+        kernel = docker_client.containers.run(record.image, ["cat", "/kernel"], remove=True)
+    finally:
+        docker_client.images.remove(record.image, force=True)
+    host = Path("/proc/version").read_bytes()
+    assert (kernel != host) is gvisor, (kernel, host)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.environments.build_cgroup import require_gvisor_steps
 from sandbox.environments.config import load_environments_config
-from sandbox.errors import PolicyError
+from sandbox.errors import EngineError, PolicyError
 
 
 def _load(tmp_path: Path, text: str) -> object:
@@ -40,6 +41,7 @@ def test_an_allowlist_build_network_reads_its_rules(tmp_path: Path) -> None:
         ("build_network: allowlist\nbuild_allow:\n  - port: 80\n", ["build_allow"]),
         ("build_pids: -1\n", ["build_pids"]),
         ("build_network: host\n", ["build_network"]),
+        ("build_runtime: runc\n", ["build_runtime", "gvisor", "engine"]),
     ],
 )
 def test_a_wrong_build_key_is_refused_naming_it(
@@ -50,3 +52,13 @@ def test_a_wrong_build_key_is_refused_naming_it(
     message = str(refused.value)
     assert str(tmp_path / "environments.yaml") in message, message
     assert all(word in message for word in words), message
+
+
+def test_an_engine_without_the_build_runtime_gets_no_gvisor_build() -> None:
+    """The refusal names both ways out; the engine `sandbox engine ensure` set up builds."""
+    with pytest.raises(EngineError) as refused:
+        require_gvisor_steps({"DefaultRuntime": "runc"})
+    message = str(refused.value)
+    assert "'runc'" in message and "sandbox engine ensure" in message
+    assert "build_runtime: engine" in message
+    require_gvisor_steps({"DefaultRuntime": "sandbox-build"})
