@@ -58,7 +58,7 @@ from sandbox.host.locks import exclusive, exclusive_now, shared
 from sandbox.policy import AllowRule, ExtraTmpfs
 from sandbox.policy.limits import MIN_TMPFS_INODES, WORKSPACE_PATH
 
-from .build_cgroup import build_cgroup, gvisor_host_tasks, pids_root, require_gvisor_steps
+from .build_cgroup import build_cgroup, pids_root, require_gvisor_steps
 from .config import CONFIG_ENV, EnvironmentsConfig, check_reference, normalise_reference
 from .dockerfile import Rewritten, rewrite_from_lines
 from .engine_build import BuildExpired, run_build
@@ -554,17 +554,15 @@ def _layer_image(client: docker.DockerClient) -> str:
         return name
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        directories = sorted({str(Path(rel).parent) for rel, _ in files} - {"."})
-        for rel in [*directories, *(rel for rel, _ in files)]:
-            info = tarfile.TarInfo(rel)
-            info.mtime = 0
-            if rel in directories:
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-                tar.addfile(info)
-                continue
-            data = dict(files)[rel].read_bytes()
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
+        for directory in sorted({str(Path(rel).parent) for rel, _ in files} - {"."}):
+            entry = tarfile.TarInfo(directory)
+            entry.type, entry.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(entry)
+        for rel, path in files:
+            data = path.read_bytes()
+            entry = tarfile.TarInfo(rel)
+            entry.size, entry.mode = len(data), 0o644
+            tar.addfile(entry, io.BytesIO(data))
     try:
         client.api.import_image_from_data(buffer.getvalue(), repository=LAYER_REPOSITORY, tag=tag)
     except (DockerException, requests.exceptions.RequestException) as exc:
@@ -639,18 +637,14 @@ def _stream_build(
         gvisor = config.build_runtime == "gvisor"
         if config.build_pids or gvisor:
             info = client.info()
-            host_tasks = config.build_pids
             if gvisor:
                 require_gvisor_steps(info)
-                if config.build_pids:
-                    # gVisor's kernel counts the step's processes and threads; the host's
-                    # cgroup bounds gVisor's own tasks behind them.
-                    arguments["container_limits"]["ulimits"] = json.dumps(
-                        [{"Name": "nproc", "Soft": config.build_pids, "Hard": config.build_pids}]
-                    )
-                    host_tasks = gvisor_host_tasks(config.build_pids)
+            if gvisor and config.build_pids:  # gVisor's kernel counts the step's own
+                arguments["container_limits"]["ulimits"] = json.dumps(
+                    [{"Name": "nproc", "Soft": config.build_pids, "Hard": config.build_pids}]
+                )
             arguments["container_limits"]["cgroupparent"] = stack.enter_context(
-                build_cgroup(pids_root(info), host_tasks, gvisor=gvisor)
+                build_cgroup(pids_root(info), config.build_pids, gvisor=gvisor)
             )
         try:
             error = _run_steps(arguments, spec.build_timeout_s, environment, tail, log, say)

@@ -53,11 +53,6 @@ GVISOR_BASE_TASKS = 128
 GVISOR_TASKS_PER_TASK = 12
 
 
-def gvisor_host_tasks(pids: int) -> int:
-    """The host tasks a gVisor step with at most ``pids`` processes and threads may need."""
-    return GVISOR_BASE_TASKS + GVISOR_TASKS_PER_TASK * pids
-
-
 def require_gvisor_steps(engine_info: dict[str, Any]) -> None:
     """Raise :class:`EngineError` unless the engine runs builds' steps under gVisor."""
     default = engine_info.get("DefaultRuntime")
@@ -94,10 +89,13 @@ def pids_root(engine_info: dict[str, Any]) -> Path:
 @contextlib.contextmanager
 def build_cgroup(root: Path, pids: int, *, gvisor: bool) -> Iterator[str]:
     """A fresh cgroup under ``root`` whose processes (threads included) number at most
-    ``pids`` (0: no limit), named for gVisor (:data:`GVISOR_PREFIX`) if ``gvisor``;
-    yields the engine's ``cgroupparent`` for it, and removes it afterwards (with any
-    left by a build that ended before its steps did)."""
+    ``pids`` (0: no limit), named for gVisor (:data:`GVISOR_PREFIX`) if ``gvisor``, and
+    then bounding the host tasks gVisor runs behind that many (gVisor's kernel counts the
+    steps' own, see the build's ``nproc``); yields the engine's ``cgroupparent`` for it,
+    and removes it afterwards (with any left by a build that ended before its steps did)."""
     token = (GVISOR_PREFIX if gvisor else "") + secrets.token_hex(8)
+    if gvisor and pids:
+        pids = GVISOR_BASE_TASKS + GVISOR_TASKS_PER_TASK * pids
     directory = root / token
     try:
         root.mkdir(exist_ok=True)

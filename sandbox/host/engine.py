@@ -243,10 +243,7 @@ def merge_daemon_json(*, path: Path = DAEMON_JSON, progress: Progress = logger.i
                 dict(spec),
             )
     default = config.get("default-runtime")
-    if default is None or default in REPLACEABLE_DEFAULTS:
-        config["default-runtime"] = RUNTIME_BUILD
-        added.append("default-runtime")
-    elif default != RUNTIME_BUILD:
+    if not _default_is_ours(default):
         logger.warning(
             "%s: default-runtime is %r, so tenants' build steps are not run under gVisor "
             "and builds are refused (unless the environments config says build_runtime: "
@@ -255,6 +252,9 @@ def merge_daemon_json(*, path: Path = DAEMON_JSON, progress: Progress = logger.i
             default,
             RUNTIME_BUILD,
         )
+    elif default != RUNTIME_BUILD:
+        config["default-runtime"] = RUNTIME_BUILD
+        added.append("default-runtime")
     if not added:
         return False
     config["runtimes"] = runtimes
@@ -343,19 +343,23 @@ def _missing_runtimes(info: Mapping[str, Any]) -> list[str]:
     daemon.json says it is (or leaves it to us)."""
     present = info.get("Runtimes") or {}
     missing = [name for name in SANDBOX_RUNTIMES if name not in present]
-    if info.get("DefaultRuntime") != RUNTIME_BUILD and _default_is_ours():
+    if info.get("DefaultRuntime") != RUNTIME_BUILD and _default_is_ours(_configured_default()):
         missing.append("default-runtime")
     return missing
 
 
-def _default_is_ours(path: Path = DAEMON_JSON) -> bool:
-    """Whether daemon.json's ``default-runtime`` is ours or one we replace."""
+def _default_is_ours(default: object) -> bool:
+    """Whether a daemon.json ``default-runtime`` is ours, or one we replace with ours."""
+    return default is None or default in (RUNTIME_BUILD, *REPLACEABLE_DEFAULTS)
+
+
+def _configured_default(path: Path = DAEMON_JSON) -> object:
+    """daemon.json's ``default-runtime`` (None when it names none or cannot be read)."""
     try:
         config = json.loads(path.read_text(encoding="utf-8") or "{}")
     except (OSError, ValueError):
-        return True
-    default = config.get("default-runtime") if isinstance(config, dict) else None
-    return default is None or default in (RUNTIME_BUILD, *REPLACEABLE_DEFAULTS)
+        return None
+    return config.get("default-runtime") if isinstance(config, dict) else None
 
 
 def _process_name(pid: int) -> str | None:
