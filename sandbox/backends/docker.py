@@ -31,6 +31,7 @@ import docker.errors
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import ContainerLostError, EngineError, InvalidRequestError, NotFoundError
+from ..host.engine import RUNTIME_RUNSC_ROOT, RUNTIME_RUNSC_ROOT_NET
 from ..host.labels import (
     LABEL_MANAGED,
     LABEL_OWNER,
@@ -55,7 +56,12 @@ from .oom import OomRecord, watch_oom
 logger = logging.getLogger(__name__)
 
 RUNNER_CAPABILITIES = ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "FOWNER")
+# What a root session's commands hold besides (Docker's defaults but NET_RAW, MKNOD and
+# SETPCAP: no raw packets, no device nodes), capabilities of gVisor's kernel only.
+ROOT_CAPABILITIES = ("CHOWN", "FSETID", "SETFCAP", "SYS_CHROOT", "NET_BIND_SERVICE", "AUDIT_WRITE")
 RUNTIME_GVISOR_NETWORK = "runsc-net"  # gVisor with its own network stack (engine.py registers it)
+# gVisor with the root file system writable in the sandbox's memory (root sessions).
+RUNTIME_GVISOR_ROOT = {False: RUNTIME_RUNSC_ROOT, True: RUNTIME_RUNSC_ROOT_NET}
 RUNNER_DIR = "/opt/sandbox"
 TMP_DIR = "/tmp"
 SHM_DIR = "/dev/shm"
@@ -170,14 +176,17 @@ def container_settings(
     if policy.runtime == "runsc":
         command += ["--runtime", "runsc", "--nproc", str(res.pids)]
         command += ["--memory", str(res.memory_mb * MiB)]
+        if user.root:
+            command += ["--root", "on"]
     else:
         command += ["--socket", RUNNER_SOCKET]
         tmpfs[RUNNER_SOCKET_DIR] = _tmpfs_options(1, 16, "0700")
     memory = host_memory_limit(policy)
     host_config = {
-        "read_only": fs.read_only_root,
+        # A root session's writes outside the tmpfs mounts land in gVisor's memory.
+        "read_only": fs.read_only_root and not user.root,
         "cap_drop": ["ALL"],
-        "cap_add": list(RUNNER_CAPABILITIES),
+        "cap_add": [*RUNNER_CAPABILITIES, *(ROOT_CAPABILITIES if user.root else ())],
         "security_opt": ["no-new-privileges:true"],
         "network_mode": "none",
         "ipc_mode": "private",
@@ -201,7 +210,7 @@ def container_settings(
         "init": True,
         "log_config": LogConfig(type="none"),
         "auto_remove": True,
-        "runtime": policy.runtime,
+        "runtime": RUNTIME_GVISOR_ROOT[network is not None] if user.root else policy.runtime,
     }
     environment = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
     networking: dict[str, Any] = {}
@@ -209,7 +218,7 @@ def container_settings(
         host_config["network_mode"] = network.name
         host_config["dns"] = [str(network.proxy_ip)]  # the proxy's REFUSED-only DNS responder
         host_config["sysctls"] = dict(SANDBOX_SYSCTLS)
-        if policy.runtime == "runsc":
+        if policy.runtime == "runsc" and not user.root:
             host_config["runtime"] = RUNTIME_GVISOR_NETWORK
         environment.update(network.env)
         networking = {

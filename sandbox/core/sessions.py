@@ -297,6 +297,9 @@ class SessionManager:
             lease = await self.execution.pool.checkout(image, policy, tenant)
         finally:
             self._opening[tenant] -= 1
+        if policy.user.root:
+            # What root did to the container (its runner included) must not outlive it.
+            lease.retire("a root session's sandbox is never reset nor reused")
         session = Session(
             secrets.token_urlsafe(18),
             tenant,
@@ -318,7 +321,9 @@ class SessionManager:
             if snapshot is not None:
                 archive = await self.snapshots.read(snapshot)
                 folder, _ = session.archive_paths
-                await self._run(session, [*RESTORE_COMMAND, "-C", folder], stdin=archive)
+                await self._run(
+                    session, [*RESTORE_COMMAND, "-C", folder], stdin=archive, role="sandbox"
+                )
             if files:
                 await self._run(session, ["true"], files=files)
             if spec.setup:
@@ -360,6 +365,7 @@ class SessionManager:
         result = await self._run(
             session,
             ["cp", "-R", "--preserve=mode,timestamps,links", f"{SEED_DIR}/.", path_arg(seed)],
+            role="sandbox",
         )
         if result.status is not ExecStatus.OK:
             raise InvalidRequestError(
@@ -506,6 +512,12 @@ class SessionManager:
         ``$WORK`` is ``/workspace``.
         """
         session = self.get(session_id, tenant=tenant)
+        if session.policy.user.root and session.commands:
+            raise InvalidRequestError(
+                "this session's commands ran as root, which could have changed anything in "
+                "its container, the runner included: judge a fresh session of its environment "
+                "given the work (hand_over; sandbox.evals.judging does)"
+            )
         settle = await self._run(session, ["true"], keep_processes=False)
         if settle.reason is not None:
             raise InvalidRequestError(
@@ -522,6 +534,7 @@ class SessionManager:
                     ["python3", "-I", f"{HARNESS_DIR}/workspace_copy.py", "--prune-links", root],
                     limits=limits,
                     keep_processes=False,
+                    role="sandbox",
                 )
         await self._run(
             session,
@@ -579,7 +592,9 @@ class SessionManager:
             elif isolated:
                 env = {**env, "WORK": WORKDIR, "WORKSPACE": WORKDIR}
                 peer = agent_peer(sandbox_env(session.policy, {}), timeout_s)
-                await self._run(session, ["chmod", "0700", WORKDIR], keep_processes=False)
+                await self._run(
+                    session, ["chmod", "0700", WORKDIR], keep_processes=False, role="sandbox"
+                )
         try:
             result = await self._run(
                 session,
@@ -587,14 +602,17 @@ class SessionManager:
                 cwd=JUDGE_TESTS,
                 env=env,
                 limits=test_limits,
-                role="judge",
+                # Root tests (a fresh root session: see the refusal above) run as root.
+                role="root" if session.policy.user.root else "judge",
                 keep_processes=False,
                 channel=command is None,
                 peer=peer,
             )
         finally:
             if isolated:
-                await self._run(session, ["chmod", "0755", WORKDIR], keep_processes=False)
+                await self._run(
+                    session, ["chmod", "0755", WORKDIR], keep_processes=False, role="sandbox"
+                )
         if not collect:
             return result
         # The tests' processes are gone (keep_processes=False): nothing rewrites the files now.
@@ -646,7 +664,9 @@ class SessionManager:
         )
         steps = [(["find", path_arg(path), "-mindepth", "1", "-delete"], b"") for path in paths]
         for argv, stdin in (*steps, ([*RESTORE_COMMAND, "-C", "/"], archive)):
-            done = await self._run(target, argv, stdin=stdin, keep_processes=False)
+            # As the sandbox uid even in a root verifier: what the archive holds (a root
+            # source made it as it pleased) can land in the work directories only.
+            done = await self._run(target, argv, stdin=stdin, keep_processes=False, role="sandbox")
             if done.status is not ExecStatus.OK:
                 raise InvalidRequestError(
                     f"could not hand {', '.join(paths)} over ({argv[0]}): "
@@ -723,11 +743,14 @@ class SessionManager:
         files: Mapping[str, bytes] | None = None,
         fetch: list[str] | None = None,
         limits: ExecLimits | None = None,
-        role: str = "sandbox",
+        role: str | None = None,
         keep_processes: bool = True,
         channel: bool = False,
         peer: Mapping[str, Any] | None = None,
     ) -> ExecResult:
+        """Run ``argv`` in the session's sandbox; ``role`` None: the session's own user
+        (root in a root session, else the sandbox uid)."""
+        role = role or ("root" if session.policy.user.root else "sandbox")
         async with session.lock:
             if session.id not in self._sessions:
                 raise NotFoundError(f"session {session.id!r} has ended")

@@ -4,8 +4,8 @@ Never looser than the base: a request above the base's bound is lowered to it
 (and a note says so), a host the base's network rules do not allow is dropped,
 and everything else (hardening, users, filesystem layout, runtime) is the
 base's. ``root`` is allowed only when the base runs gVisor (``runsc``) and the
-engine has that runtime registered; even then commands run as the sandbox uid
-for now (:data:`ROOT_NOTE` says so in the notes).
+engine has that runtime registered: the policy's ``user.root`` then runs commands
+as uid 0 in a container of the session's own (:data:`ROOT_NOTE` says what that means).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from sandbox.policy.limits import (
 from .spec import ResourceRequest
 
 ROOT_NOTE = (
-    "root was requested and is allowed under gVisor, but commands still run as the "
-    "unprivileged sandbox user: a uid-0 agent could reach the runner, outlive the kill "
-    "before judging and write the judge's files in this container (docs/security.md, "
-    "'Root inside the sandbox')"
+    "commands run as root under gVisor, in a container that is this session's alone and "
+    "is destroyed when it ends; files written outside the tmpfs mounts count against the "
+    "memory limit; hidden tests never run in it: a fresh session of the environment is "
+    "given the work (docs/security.md, 'Root inside the sandbox')"
 )
 
 #: Sandboxes of one environment kept warm (a first use warms its pool).
@@ -151,6 +151,7 @@ def derive_policy(
                 "never taken from a task; remove them"
             )
         data["env"]["set"] = {**base.env.set, **env}
+    data["user"]["root"] = root or base.user.root
     data["pool"]["warm"] = min(base.pool.warm, ENVIRONMENT_POOL_WARM)
     data["name"] = f"{base.name}.env-{environment}"
     roots = [mount.source for mount in base.filesystem.mounts]

@@ -28,7 +28,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sandbox.core.argv import shell_command
 from sandbox.core.sessions import Command, SessionManager, SessionSpec
 from sandbox.environments import EnvironmentSpec
-from sandbox.errors import InvalidRequestError, PayloadTooLargeError, SandboxError
+from sandbox.errors import (
+    ContainerLostError,
+    InvalidRequestError,
+    PayloadTooLargeError,
+    SandboxError,
+)
 from sandbox.results import ExecResult, ExecStatus
 
 from .reward_files import REWARD_FILES, judge_rewards
@@ -280,15 +285,28 @@ async def _judge_separately(
     )
     verifier = await sessions.create(spec, tenant=tenant)
     notes = record["verifier_environment"]["notes"]
+    agent_root = task.environment is not None and task.environment.root
     try:
         notes += verifier.notes
         try:
             await sessions.hand_over(session_id, verifier.id, task.artifacts, tenant=tenant)
-        except PayloadTooLargeError as exc:
+        except SandboxError as exc:
             # What the agent left is its doing: judged without it (as Harbor's best-effort
-            # artifact copy goes on), never an infra error that would drop the trial.
+            # artifact copy goes on), never an infra error that would drop the trial. A
+            # root agent's session can fail in any way (it may have killed its runner).
+            if not (agent_root or isinstance(exc, PayloadTooLargeError)):
+                raise
             notes.append(f"the agent's artifacts were not handed to the verifier: {exc}")
-        return await _run_tests(sessions, verifier.id, task, tenant)
+        try:
+            return await _run_tests(sessions, verifier.id, task, tenant)
+        except ContainerLostError as exc:
+            if not spec.root:
+                raise
+            # Root tests run what the agent left as root: its end of the container is theirs.
+            return ExecResult(
+                status=ExecStatus.SIGNAL,
+                reason=f"the verifier's container ended while its tests ran as root: {exc}",
+            )
     finally:
         with contextlib.suppress(SandboxError):
             await sessions.close(verifier.id, tenant=tenant)

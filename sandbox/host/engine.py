@@ -61,11 +61,18 @@ RUNSC_PATH = "/usr/bin/runsc"
 RUNTIME_RUNSC = "runsc"
 RUNTIME_RUNSC_NET = "runsc-net"
 RUNTIME_BUILD = "sandbox-build"
+#: gVisor for root sessions: the root file system writable, its writes held in the
+#: sandbox's memory (so the memory limit is their quota); with and without a network.
+RUNTIME_RUNSC_ROOT = "runsc-root"
+RUNTIME_RUNSC_ROOT_NET = "runsc-root-net"
+ROOT_OVERLAY = "--overlay2=root:memory"
 BUILD_RUNTIME_PATH = Path("/usr/local/lib/sandbox/build-runtime")
 BUILD_RUNTIME_SOURCE = Path(__file__).with_name("build-runtime.sh")
 SANDBOX_RUNTIMES: Mapping[str, Mapping[str, Any]] = {
     RUNTIME_RUNSC: {"path": RUNSC_PATH, "runtimeArgs": ["--network=none"]},
     RUNTIME_RUNSC_NET: {"path": RUNSC_PATH},
+    RUNTIME_RUNSC_ROOT: {"path": RUNSC_PATH, "runtimeArgs": ["--network=none", ROOT_OVERLAY]},
+    RUNTIME_RUNSC_ROOT_NET: {"path": RUNSC_PATH, "runtimeArgs": [ROOT_OVERLAY]},
     RUNTIME_BUILD: {"path": str(BUILD_RUNTIME_PATH)},
 }
 #: The engine's default runtime is set to ours when daemon.json names none of these.

@@ -338,6 +338,10 @@ class User(_Model):
     gid: _Id = DEFAULT_GID
     judge_uid: _Id = DEFAULT_JUDGE_UID
     judge_gid: _Id = DEFAULT_JUDGE_GID
+    root: bool = False
+    """Commands run as uid 0 (gVisor only): in a container that is the session's alone,
+    never reset nor reused, its root file system writable with the writes held in the
+    sandbox's memory (docs/security.md, "Root inside the sandbox")."""
 
     @model_validator(mode="after")
     def _distinct(self) -> User:
@@ -487,6 +491,17 @@ class Policy(_Model):
                 "the file"
             )
         return value
+
+    @model_validator(mode="after")
+    def _root_under_gvisor(self) -> Policy:
+        if self.user.root and self.runtime != "runsc":
+            raise _KeyedValueError(
+                "user.root runs commands as uid 0, which is allowed only under gVisor; "
+                "set runtime: runsc, or remove user.root",
+                "user",
+                "root",
+            )
+        return self
 
     @functools.cached_property
     def digest(self) -> str:

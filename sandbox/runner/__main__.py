@@ -13,7 +13,8 @@ requests come and their replies go that way, off the engine's attach stream
 from:
 
 - ``hello`` / ``ping``: liveness and facts about the runner.
-- ``exec``: run a program as an untrusted uid (Python fast path for
+- ``exec``: run a program as an untrusted uid, or as root with ``--root``
+  (Python fast path for
   ``python3 script.py``), with limits, optionally with a ``peer`` (judge and
   candidate joined by a socket); see :mod:`runner.execute`. With
   ``reset_after`` a second frame follows the reply: the reset's outcome. With
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 PROTOCOL_VERSION = 4
 SPARES_AHEAD = 1
+_PR_SET_DUMPABLE = 4
 
 
 class Runner:
@@ -61,6 +63,8 @@ class Runner:
         # The zygote's pages stay shared with the spares it forks. It carries every module
         # imported by now, so what only the runner needs (hmac) is imported when needed.
         gc.freeze()
+        if config.root:
+            _undumpable()  # the zygote and the spares inherit it
         self.zygote = Zygote(config)
         procs.trust(os.getpid())
         procs.trust(self.zygote.pid)
@@ -172,6 +176,15 @@ class Runner:
             traceback.print_exc()
             reply.update(ok=False, error=f"{type(exc).__name__}: {exc}")
         return reply
+
+
+def _undumpable() -> None:
+    """Make this process non-dumpable: a root session's commands (uid 0, without
+    CAP_SYS_PTRACE) can then neither trace it nor read its memory or descriptors."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
 def _listen(path: str) -> socket.socket:

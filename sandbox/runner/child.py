@@ -76,7 +76,9 @@ class Spec:
         self.fsize: int = int(limits.get("fsize_bytes", 64 << 20))
         self.python_fast_path: bool = bool(request.get("python_fast_path", True))
         self.role: str = request.get("role") or SANDBOX
-        self.uid, self.gid = config.ids[self.role]
+        if self.role not in config.role_ids:
+            raise ValueError(f"no such role: {self.role!r}")
+        self.uid, self.gid = config.role_ids[self.role]
         self.nproc: int | None = config.nproc
         self.gvisor: bool = config.runtime == "runsc"
         self.hide_processes: bool = bool(request.get("hide_processes"))

@@ -1,9 +1,10 @@
-"""Who runs what: the uids of the two untrusted roles and the writable directories."""
+"""Who runs what: the uids of the untrusted roles and the writable directories."""
 
 from __future__ import annotations
 
 SANDBOX = "sandbox"
 JUDGE = "judge"
+ROOT = "root"
 RUNTIMES = ("runc", "runsc")
 
 
@@ -38,6 +39,12 @@ class Config:
     container's root as seen in the host's ``/proc``) so that requests and replies do
     not go through the engine's attach stream. Never under gVisor, whose sandbox
     kernel keeps its unix sockets to itself.
+    ``--root on`` (gVisor only) adds the ``root`` role: uid 0 with the container's
+    capabilities, for a session whose commands all run as root (the backend sends
+    every request of such a session in that role). Its processes are not among the
+    :attr:`untrusted_uids` (uid 0 is the runner's too): after an execution they are
+    killed by a scan that spares the runner's own processes (see
+    :meth:`Executor.kill_leftovers <runner.execute.Executor.kill_leftovers>`).
     ``--memory BYTES`` (gVisor too) is the policy's memory limit, which the runner
     enforces on the sandbox kernel's own count (``/proc/meminfo``) for every
     execution: the host's memory cgroup also holds that kernel, so the backend
@@ -52,6 +59,7 @@ class Config:
         self.memory_bytes: int | None = None
         self.runtime = "runc"
         self.socket_path: str | None = None
+        self.root = False
         pairs = iter(argv)
         for flag in pairs:
             value = next(pairs, None)
@@ -67,6 +75,10 @@ class Config:
                 if not value.startswith("/"):
                     raise SystemExit("runner: --socket must be an absolute path")
                 self.socket_path = value
+            elif flag == "--root":
+                if value != "on":
+                    raise SystemExit("runner: --root takes the value 'on'")
+                self.root = True
             elif flag == "--nproc":
                 self.nproc = int(value)
                 if self.nproc < 1:
@@ -79,6 +91,8 @@ class Config:
                 values[flag] = int(value)
             else:
                 raise SystemExit(f"runner: unknown option {flag}")
+        if self.root and self.runtime != "runsc":
+            raise SystemExit("runner: --root is for gVisor only (--runtime runsc)")
         if self.socket_path is not None and self.runtime == "runsc":
             raise SystemExit("runner: --socket is for runc only (gVisor keeps its sockets)")
         missing = {"--uid", "--gid", "--judge-uid", "--judge-gid"} - set(values)
@@ -91,7 +105,6 @@ class Config:
         uids = [uid for uid, _ in self.ids.values()]
         if 0 in uids or len(set(uids)) != len(uids):
             raise SystemExit("runner: the sandbox and judge uids must differ and not be 0")
-
-    @property
-    def untrusted_uids(self) -> list[int]:
-        return [uid for uid, _ in self.ids.values()]
+        self.untrusted_uids = uids
+        # Every role a request may name: the untrusted two, and root under --root.
+        self.role_ids = {**self.ids, **({ROOT: (0, 0)} if self.root else {})}

@@ -163,6 +163,14 @@ class Executor:
         """SIGKILL every process of the untrusted uids in one go (see :func:`procs.kill_all`)."""
         self.zygote.kill_all_of(self.config.ids.values())
 
+    def kill_leftovers(self) -> list[int]:
+        """Kill every process of the untrusted uids and, with ``--root``, every process but
+        the runner's own (itself, the zygote, the spares); returns the pids that survived."""
+        survivors = procs.kill_all(self.config.untrusted_uids, kill_at_once=self.kill_at_once)
+        if self.config.root:
+            survivors += procs.kill_all(None, spared=self.zygote.spare_pids())
+        return survivors
+
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         """Execute one ``exec`` request and return its result message."""
         self.none_left = False
@@ -220,7 +228,7 @@ class Executor:
         if peer is not None:
             peer_report = self._stop(peer.pid)
         if not request.get("keep_processes"):
-            survivors = procs.kill_all(self.config.untrusted_uids, kill_at_once=self.kill_at_once)
+            survivors = self.kill_leftovers()
             if survivors:
                 reason = reason or "leftover processes survived SIGKILL"
             self.none_left = not survivors

@@ -1,4 +1,5 @@
-"""Find and kill every process of the untrusted uids inside the container (one /proc scan)."""
+"""Find and kill every process of the untrusted uids inside the container (one /proc scan);
+in a root session, every process but the runner's own."""
 
 from __future__ import annotations
 
@@ -32,14 +33,18 @@ def read_small(path: str) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def processes_of(uids: Collection[int]) -> list[tuple[int, str]]:
-    """``(pid, state)`` of every process whose real, effective or saved uid is in ``uids``.
+def processes_of(
+    uids: Collection[int] | None, *, spared: Collection[int] = ()
+) -> list[tuple[int, str]]:
+    """``(pid, state)`` of every process whose real, effective or saved uid is in ``uids``
+    (``None``: of any uid, for a root session's leftovers, whose uid 0 is the runner's).
 
-    The processes of :func:`trust` are not read: none can be one of them.
+    The processes of :func:`trust` and ``spared`` are not read.
     """
     found = []
+    skipped = _TRUSTED | {str(pid) for pid in spared}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or entry in _TRUSTED:
+        if not entry.isdigit() or entry in skipped:
             continue
         try:
             status = read_small(f"/proc/{entry}/status")
@@ -53,19 +58,20 @@ def processes_of(uids: Collection[int]) -> list[tuple[int, str]]:
             elif line.startswith("Uid:"):
                 uids_of_process = [int(value) for value in line.split()[1:4]]
                 break
-        if any(uid in uids for uid in uids_of_process):
+        if uids is None or any(uid in uids for uid in uids_of_process):
             found.append((int(entry), state))
     return found
 
 
 def kill_all(
-    uids: Collection[int],
+    uids: Collection[int] | None,
     *,
     deadline_s: float = 3.0,
     kill_at_once: Callable[[], None] | None = None,
+    spared: Collection[int] = (),
 ) -> list[int]:
-    """SIGKILL every process of ``uids`` until none is left (zombies must be reaped too:
-    the zygote reaps its children, init the orphans).
+    """SIGKILL every process of ``uids`` (see :func:`processes_of`) until none is left
+    (zombies must be reaped too: the zygote reaps its children, init the orphans).
 
     While processes run, ``kill_at_once`` is called first in each round: it signals
     every process of the uids in one go, so that nothing forks faster than we scan
@@ -76,7 +82,7 @@ def kill_all(
     end = time.monotonic() + deadline_s
     delay = 0.0005
     while True:
-        alive = processes_of(uids)
+        alive = processes_of(uids, spared=spared)
         if not alive:
             return []
         if kill_at_once is not None and any(state != "Z" for _, state in alive):

@@ -127,6 +127,13 @@ class Zygote:
                 self.receive(block=True)
         return self._spares.pop()
 
+    def spare_pids(self) -> list[int]:
+        """The pids of the spares, once those on their way have arrived (a root session's
+        scan for leftovers must know every process of the runner's)."""
+        while self._requested:
+            self.receive(block=True)
+        return [spare.pid for spare in self._spares]
+
     def kill_all_of(self, ids: Iterable[tuple[int, int]]) -> None:
         """:meth:`kill_every_process_of` each ``(uid, gid)``."""
         for uid, gid in ids:

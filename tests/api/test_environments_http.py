@@ -225,25 +225,49 @@ def test_env_needs_an_environment_and_no_startup_hooks(
     assert hook.status_code == 422 and "BASH_ENV" in hook.json()["message"]
 
 
-def test_root_is_refused_under_runc_and_noted_under_gvisor(
+def test_root_is_refused_under_runc_and_is_root_under_gvisor(
     http: httpx.Client, built: dict[str, object]
 ) -> None:
     runc = http.post("/v1/sessions", json={"environment": built["environment"], "root": True})
     assert runc.status_code == 422 and "never under runc" in runc.json()["message"]
-    if "runsc" not in docker.from_env().info().get("Runtimes", {}):
-        pytest.skip("this engine has no runsc runtime (make setup registers it)")
+    if "runsc-root" not in docker.from_env().info().get("Runtimes", {}):
+        pytest.skip("this engine has no runsc-root runtime (make setup registers it)")
     spec = {"environment": built["environment"], "root": True, "policy": "gvisor"}
     gvisor = http.post("/v1/sessions", json=spec)
     assert gvisor.status_code == 201, gvisor.text
-    assert any("still run as the unprivileged" in n for n in gvisor.json()["notes"])
+    assert any("commands run as root under gVisor" in n for n in gvisor.json()["notes"])
+    session = gvisor.json()["id"]
+    # Root writes where a Harbor task's agent does (/etc, /usr/local, /opt) and its files
+    # stay there from one command to the next; the image's own files are still there.
     out = http.post(
-        f"/v1/sessions/{gvisor.json()['id']}/exec",
-        json={"command": "cat /etc/task-marker; id -u"},
-    )
-    assert out.json()["status"] == "ok" and out.json()["stdout"].startswith("installed-")
-    # Not root: docs/security.md says why ("Root inside the sandbox: not offered").
-    assert out.json()["stdout"].endswith("\n10001\n"), out.json()
-    assert http.delete(f"/v1/sessions/{gvisor.json()['id']}").status_code == 204
+        f"/v1/sessions/{session}/exec",
+        json={
+            "command": "cat /etc/task-marker; id -u; echo conf > /etc/app.conf; "
+            "mkdir -p /usr/local/lib/x && echo lib > /usr/local/lib/x/y; chown 10001 /etc/app.conf"
+        },
+    ).json()
+    assert out["status"] == "ok", out
+    assert out["stdout"].startswith("installed-") and out["stdout"].endswith("\n0\n"), out
+    again = http.post(
+        f"/v1/sessions/{session}/exec",
+        json={
+            "command": "cat /etc/app.conf /usr/local/lib/x/y; "
+            "python3 -c 'import os; print(os.stat(\"/etc/app.conf\").st_uid)'"
+        },
+        timeout=60,
+    ).json()
+    assert again["stdout"] == "conf\nlib\n10001\n", again["stderr"]
+    # Its root cannot raw-socket nor make device nodes (NET_RAW, MKNOD are not granted).
+    denied = http.post(
+        f"/v1/sessions/{session}/exec",
+        json={
+            "command": "mknod /tmp/d c 1 3 && echo MKNOD; "
+            "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)' "
+            "2>/dev/null && echo RAW; echo done"
+        },
+    ).json()
+    assert denied["stdout"] == "done\n", denied
+    assert http.delete(f"/v1/sessions/{session}").status_code == 204
 
 
 async def test_the_async_client_builds_and_runs(

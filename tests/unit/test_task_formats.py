@@ -106,7 +106,7 @@ def test_unsupported_sections_are_refused_by_name(
     injected = {
         "schema_version": 'schema_version = "2.0"',
         "agent.user": 'timeout_sec = 120.0\nuser = "ubuntu"',
-        "verifier.user": 'environment_mode = "shared"\nuser = "root"',
+        "verifier.user": 'environment_mode = "shared"\nuser = "ubuntu"',
         "steps": '[[steps]]\nname = "one"\n\n[task]',
     }[key]
     (target / "task.toml").write_text(toml.replace(replace, injected, 1))

@@ -27,8 +27,11 @@ platform cannot honour are refused by name too, with the fix
   ``workdir`` (else the Dockerfile's last ``WORKDIR``).
 - ``[agent] user``: omitted, ``sandbox`` or 10001, the platform's sandbox uid;
   ``root`` or 0, a root agent (gVisor only, by the environment builder).
-- ``[verifier] env`` is exported for ``tests/test.sh``, which always runs as the
-  judge after every process of the agent is killed, with the links leading out
+- ``[verifier] user``: omitted or ``judge``, the judge uid; ``root`` or 0, root, as
+  Harbor runs it (gVisor only): then, as for a root agent, the tests run in a fresh
+  root session of the environment given the agent's working directory (:mod:`.layout`).
+- ``[verifier] env`` is exported for ``tests/test.sh``, which runs (as the judge
+  unless root) after every process of the agent is killed, with the links leading out
   of the agent's work removed (what Harbor's artifact copy keeps) and the
   agent's programs re-run through ``agent-run`` as the sandbox uid
   (:mod:`.layout`). ``environment_mode`` ``shared``, and ``separate`` without an
@@ -243,9 +246,10 @@ def _unsupported(config: HarborConfig) -> tuple[str, str] | None:
             "collect hooks need compose services; remove them",
         ),
         (
-            config.verifier.user is not None,
+            config.verifier.user not in (None, "root", 0, "judge"),
             "verifier.user",
-            "the tests always run as the platform's judge uid; remove it",
+            "the tests run as the platform's judge uid (omitted, or 'judge') or as root "
+            "('root' or 0, gVisor only); write one of those",
         ),
         (
             config.verifier.network_mode is not None or config.verifier.allowed_hosts is not None,
@@ -496,6 +500,7 @@ def load_harbor_task(path: Path | str) -> Task:
         env=dict(env.env),
         verifier_env=dict(config.verifier.env),
         root=config.agent.user in ("root", 0),
+        verifier_root=config.verifier.user in ("root", 0),
         build_timeout_s=env.build_timeout_sec,
         verifier=_separate_verifier(task_dir, config, agent_image, source),
         artifacts=[str(a) for a in config.artifacts],

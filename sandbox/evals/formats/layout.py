@@ -19,7 +19,8 @@ the working directory  a built environment: left alone    the same as for the ag
                                                           (fresh, judge-only)
 =====================  =================================  ==========================
 
-``tests/test.sh`` runs with bash, as the judge uid, from the working directory
+``tests/test.sh`` runs with bash, as the judge uid (as root for a root agent or
+``[verifier] user = "root"``: see :func:`_root_verifier`), from the working directory
 (as Harbor runs it), with ``[verifier.env]`` exported and ``TEST_DIR`` set to
 ``/judge/tests``, once every process of the agent is gone, on the agent's own
 workspace with ``agent-run`` to run the agent's programs as the sandbox uid
@@ -150,6 +151,8 @@ class HarborParts:
     env: dict[str, str] = field(default_factory=dict)
     verifier_env: dict[str, str] = field(default_factory=dict)
     root: bool = False
+    verifier_root: bool = False
+    """``tests/test.sh`` runs as root (Harbor's ``[verifier] user = "root"``)."""
     build_timeout_s: float = 600.0
     context_exclude: tuple[str, ...] = ()
     """Top-level entries of the build context never built into the image."""
@@ -171,6 +174,21 @@ def _timeout(value: float, limit: float, what: str, source: str, key: str) -> fl
             key=key,
         )
     return value
+
+
+def _root_verifier(
+    parts: HarborParts, spec: EnvironmentSpec, workdir: str
+) -> tuple[EnvironmentSpec, tuple[str, ...]]:
+    """Where the tests of a root agent, or root tests, run: never in the agent's session
+    (root there could have changed anything, the runner included) but in a fresh root
+    session of the same environment, given the agent's working directory."""
+    artifacts = tuple(dict.fromkeys((workdir, WORKSPACE)))
+    parts.notes.append(
+        "the tests run as root in a fresh session of the environment, given the agent's "
+        f"{' and '.join(artifacts)}; what the agent changed elsewhere (installed packages, "
+        "/etc) is not carried over"
+    )
+    return spec.model_copy(update={"root": True}), artifacts
 
 
 def _separate(
@@ -282,6 +300,10 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
     verifier, artifacts, tests_workdir = _separate(parts, agent_paths, source)
     if verifier is None:
         tests_workdir = WORKSPACE if on_builtin or workdir is None else workdir
+        if parts.root or parts.verifier_root:
+            verifier, artifacts = _root_verifier(parts, spec, tests_workdir)
+    elif parts.root or parts.verifier_root:
+        verifier = verifier.model_copy(update={"root": True})
     image: Literal["python", "polyglot"] = "polyglot" if builtin == "polyglot" else "python"
     if len(instruction) > MAX_INSTRUCTION_CHARS:
         raise TaskError(
