@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from sandbox.core.sessions import SessionManager
-from sandbox.errors import InvalidRequestError, NotFoundError, SandboxError
+from sandbox.errors import ContainerLostError, InvalidRequestError, NotFoundError, SandboxError
 from sandbox.host.files import write_text_atomic
 from sandbox.policy import Policy
 
@@ -353,6 +353,14 @@ async def _run_trial(env: _Trial, task: Task, epoch: int) -> dict[str, Any]:
     return record
 
 
+def _root_agent_ended_its_container(task: Task, crash: BaseException) -> bool:
+    return (
+        isinstance(crash, ContainerLostError | NotFoundError)
+        and task.environment is not None
+        and task.environment.root
+    )
+
+
 async def _trial_body(
     env: _Trial,
     task: Task,
@@ -411,6 +419,11 @@ async def _trial_body(
         outcome = Outcome.AGENT_TIMEOUT
     elif tools.exhausted:
         outcome = Outcome.BUDGET_EXHAUSTED
+    elif crash is not None and _root_agent_ended_its_container(task, crash):
+        # Root in its own container can end it (kill the runner): that is the agent's
+        # doing, judged (on what could be handed over), never an infra error to retry.
+        record["agent_error"] = f"the root agent's container ended: {crash}"
+        outcome = Outcome.PASSED  # provisional: the tests decide
     elif crash is not None:
         kind = "the agent failed" if isinstance(crash, AgentError) else "the trial failed"
         if not isinstance(crash, SandboxError):

@@ -193,7 +193,11 @@ class Executor:
                 b64decode(peer_request.get("stdin") or ""),
                 [candidate_end.fileno()],
             )
-            main.start(_child_request(request, JUDGE), _stdin(request), [judge_end.fileno()])
+            main.start(
+                _child_request(request, request.get("role") or JUDGE),
+                _stdin(request),
+                [judge_end.fileno()],
+            )
             judge_end.close()
             candidate_end.close()
         else:

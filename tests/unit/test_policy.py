@@ -63,7 +63,14 @@ def write(path: Path, text: str) -> Path:
 
 def test_shipped_policies_load_and_lint() -> None:
     policies = load_policy_dir(POLICIES)
-    assert set(policies) == {"default", "strict", "gvisor", "harbor", "harbor-verifier"}
+    assert set(policies) == {
+        "default",
+        "strict",
+        "gvisor",
+        "harbor",
+        "harbor-gvisor",
+        "harbor-verifier",
+    }
     default, strict, gvisor = policies["default"], policies["strict"], policies["gvisor"]
 
     assert default.name == "default"

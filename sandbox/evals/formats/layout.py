@@ -72,6 +72,8 @@ HARBOR_TESTS: Final = "/tests"
 HARBOR_VERIFIER: Final = "/logs/verifier"
 TEST_SCRIPT: Final = "test.sh"
 POLICY: Final = "harbor"
+ROOT_POLICY: Final = "harbor-gvisor"
+"""The base policy of a root agent's environment and of root tests' (gVisor only)."""
 """The base policy of Harbor-layout tasks: long commands (a build, a test suite), as Harbor runs."""
 AGENT_STEPS: Final = 1000
 """Harbor budgets the agent by time alone: its tasks get this many steps."""
@@ -188,7 +190,7 @@ def _root_verifier(
         f"{' and '.join(artifacts)}; what the agent changed elsewhere (installed packages, "
         "/etc) is not carried over"
     )
-    return spec.model_copy(update={"root": True}), artifacts
+    return spec.model_copy(update={"root": True, "base_policy": ROOT_POLICY}), artifacts
 
 
 def _separate(
@@ -291,7 +293,7 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         {
             **source_of,
             "resources": parts.resources,
-            "base_policy": POLICY,
+            "base_policy": ROOT_POLICY if parts.root else POLICY,
             "root": parts.root,
             "build_timeout_s": parts.build_timeout_s,
             "env": {**(mapped.env if mapped is not None else {}), **parts.env},
@@ -303,7 +305,7 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         if parts.root or parts.verifier_root:
             verifier, artifacts = _root_verifier(parts, spec, tests_workdir)
     elif parts.root or parts.verifier_root:
-        verifier = verifier.model_copy(update={"root": True})
+        verifier = verifier.model_copy(update={"root": True, "base_policy": ROOT_POLICY})
     image: Literal["python", "polyglot"] = "polyglot" if builtin == "polyglot" else "python"
     if len(instruction) > MAX_INSTRUCTION_CHARS:
         raise TaskError(
