@@ -4,7 +4,8 @@ Every container gets the secure defaults of the security model: the runner
 starts as root holding only SETUID, SETGID, KILL, DAC_OVERRIDE and FOWNER (to
 drop to the untrusted uids, to kill them and to wipe what they wrote);
 untrusted code runs as the policy's uid, hidden tests as its judge uid, both
-with no capability at all; no-new-privileges, read-only root, size- and inode-capped
+with no capability at all (a ``user.root`` policy's commands: uid 0 under gVisor, see
+:data:`ROOT_CAPABILITIES`); no-new-privileges, read-only root, size- and inode-capped
 tmpfs for the writable paths, no network (an allowlist policy gets a network of
 its own whose only other endpoint is the egress proxy: see :mod:`.network`),
 memory with swap equal to memory,

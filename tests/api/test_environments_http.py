@@ -267,6 +267,21 @@ def test_root_is_refused_under_runc_and_is_root_under_gvisor(
         },
     ).json()
     assert denied["stdout"] == "done\n", denied
+    # Nor read the runner's memory (it is not dumpable), nor write past its memory limit
+    # (the root file system's writes are held in the sandbox's memory).
+    runner = http.post(
+        f"/v1/sessions/{session}/exec",
+        json={
+            "command": "n=0; for p in $(pgrep -f 'm runner'); do n=$((n+1)); "
+            "head -c1 /proc/$p/mem >/dev/null 2>&1 && echo READ; done; echo checked $n; "
+            "dd if=/dev/zero of=/var/big bs=1M count=4096 2>/dev/null && echo WROTE"
+        },
+        timeout=120,
+    ).json()
+    first = runner["stdout"].split("\n")[0]
+    assert first.startswith("checked ") and first != "checked 0", runner
+    assert "READ" not in runner["stdout"] and "WROTE" not in runner["stdout"], runner
+    assert runner["status"] in ("memory_limit", "nonzero_exit"), runner
     assert http.delete(f"/v1/sessions/{session}").status_code == 204
 
 
