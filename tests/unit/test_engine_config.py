@@ -27,7 +27,16 @@ from sandbox.host.engine import (
 RUNSC = {"path": RUNSC_PATH, "runtimeArgs": ["--network=none"]}
 RUNSC_NET = {"path": RUNSC_PATH}
 BUILD = {"path": str(BUILD_RUNTIME_PATH)}
-OURS = {"runsc": RUNSC, "runsc-net": RUNSC_NET, "sandbox-build": BUILD}
+# Root sessions: the root file system writable, its writes in the sandbox's memory.
+ROOT = {"path": RUNSC_PATH, "runtimeArgs": ["--network=none", "--overlay2=root:memory"]}
+ROOT_NET = {"path": RUNSC_PATH, "runtimeArgs": ["--overlay2=root:memory"]}
+OURS = {
+    "runsc": RUNSC,
+    "runsc-net": RUNSC_NET,
+    "runsc-root": ROOT,
+    "runsc-root-net": ROOT_NET,
+    "sandbox-build": BUILD,
+}
 
 
 def load(path: Path) -> Any:
@@ -145,7 +154,7 @@ def test_a_differently_configured_runsc_is_left_alone(
         assert merge_daemon_json(path=path, progress=lambda _: None) is True
     assert load(path) == {
         "default-runtime": "sandbox-build",
-        "runtimes": {"runsc": theirs, "runsc-net": RUNSC_NET, "sandbox-build": BUILD},
+        "runtimes": {**OURS, "runsc": theirs},
     }
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
@@ -160,7 +169,7 @@ def test_conflicting_runtimes_only_leave_the_file_untouched(
     text = json.dumps(
         {
             "default-runtime": "sandbox-build",
-            "runtimes": {"runsc": theirs, "runsc-net": theirs, "sandbox-build": theirs},
+            "runtimes": {name: theirs for name in OURS},
         }
     )
     path.write_text(text, encoding="utf-8")
@@ -169,7 +178,7 @@ def test_conflicting_runtimes_only_leave_the_file_untouched(
         assert merge_daemon_json(path=path, progress=said.append) is False
     assert path.read_text(encoding="utf-8") == text
     assert said == []
-    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 3
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == len(OURS)
 
 
 def test_merging_twice_is_idempotent(tmp_path: Path) -> None:
@@ -187,7 +196,7 @@ def test_an_already_complete_file_is_not_rewritten(tmp_path: Path) -> None:
     # Registered by hand, in another layout: nothing to add, so the operator's
     # formatting stays as it is.
     path = tmp_path / "daemon.json"
-    runtimes = {"sandbox-build": BUILD, "runsc-net": RUNSC_NET, "runsc": RUNSC}
+    runtimes = dict(reversed(OURS.items()))
     text = json.dumps({"runtimes": runtimes, "default-runtime": "sandbox-build"}, indent=8)
     path.write_text(text, encoding="utf-8")
     assert merge_daemon_json(path=path, progress=lambda _: None) is False
