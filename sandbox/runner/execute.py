@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 from . import procs
 from .cgroup import Cgroup
-from .config import JUDGE, SANDBOX
+from .config import JUDGE, ROOT, SANDBOX
 from .protocol import b64decode, b64encode
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ class Executor:
                 [candidate_end.fileno()],
             )
             main.start(
-                _child_request(request, request.get("role") or JUDGE),
+                _child_request(request, ROOT if request.get("role") == ROOT else JUDGE),
                 _stdin(request),
                 [judge_end.fileno()],
             )
