@@ -6,7 +6,10 @@ oracle with ``[verifier] user = "root"``, as in Harbor; a null agent fails it. A
 agent (``[agent] user = "root"``) writes ``/etc`` and is judged in a fresh root
 session given its ``/app``. A root agent that plants a ``python3`` on the ``PATH``,
 a ``sitecustomize``, a reward file and then kills every process of its container
-(its runner included) is judged ``failed``, reward 0: not passed, not an infra error.
+(its runner included) is judged ``failed``, reward 0: not passed, not an infra error;
+so is one that replaces ``tar`` so that the hand-over's archive carries a ``python3``
+for the verifier's ``/usr/local/bin``: it is unpacked as the sandbox uid, which cannot
+write there, and the verifier keeps the image's.
 """
 
 from __future__ import annotations
@@ -54,6 +57,16 @@ echo 'open("/logs/verifier/reward.txt", "w").write("1")' \\
 mkdir -p /logs/verifier /judge/logs/verifier
 echo 1 > /logs/verifier/reward.txt; echo 1 > /judge/logs/verifier/reward.txt
 kill -9 -1
+"""
+# The hand-over's archive is made in the agent's container: a root agent decides what
+# comes out (here a python3 that prints the expected answer, outside the work dirs).
+FORGED_ARCHIVE_SOLVE = """#!/bin/bash
+set -e
+mkdir -p /tmp/forged/usr/local/bin
+printf '#!/bin/sh\\necho 2\\n' > /tmp/forged/usr/local/bin/python3
+chmod 755 /tmp/forged/usr/local/bin/python3
+printf '#!/bin/sh\\nexec /usr/bin/tar -cf - -C /tmp/forged usr\\n' > /usr/local/bin/tar
+chmod 755 /usr/local/bin/tar
 """
 
 
@@ -119,5 +132,20 @@ async def test_a_root_agent_cannot_steer_its_judge_nor_turn_its_failure_into_an_
     assert record["outcome"] == "failed", record
     assert record["tests"]["reward"] == 0.0, record["tests"]
     assert "container ended" in record.get("agent_error", ""), record
+    notes = record["verifier_environment"]["notes"]
+    assert any("were not handed to the verifier" in note for note in notes), notes
+
+
+async def test_a_root_agent_forging_the_hand_over_archive_lands_nothing_outside_the_work(
+    platform: Platform, tmp_path: Path
+) -> None:
+    task_dir = harbor_task(
+        tmp_path / "tasks", "root-forge", test=LOG_TEST, solve=FORGED_ARCHIVE_SOLVE
+    )
+    (task,) = load_tasks(task_dir)
+    record = by_task(await run_tasks(platform, [task], OracleAgent(), tmp_path / "run"))[task.id]
+    assert record["outcome"] == "failed", record
+    # Its work dir emptied and nothing unpacked: test.sh stops before writing a reward.
+    assert record["tests"]["reward"] in (None, 0.0), record["tests"]
     notes = record["verifier_environment"]["notes"]
     assert any("were not handed to the verifier" in note for note in notes), notes
