@@ -697,7 +697,8 @@ class SessionManager:
         what: str,
         too_large: type[InvalidRequestError] = InvalidRequestError,
     ) -> bytes:
-        """A tar of ``members`` of ``folder``, made in the sandbox by the sandbox user;
+        """A tar of ``members`` of ``folder``, made in the sandbox by the session's user
+        (whatever a root session pleases: it is unpacked as the sandbox uid);
         ``too_large`` is raised past :data:`MAX_SNAPSHOT_BYTES`."""
         limits = exec_limits(session.policy, None).model_copy(
             update={"stdout_bytes": MAX_SNAPSHOT_BYTES}

@@ -285,7 +285,6 @@ async def _judge_separately(
     )
     verifier = await sessions.create(spec, tenant=tenant)
     notes = record["verifier_environment"]["notes"]
-    agent_root = task.environment is not None and task.environment.root
     try:
         notes += verifier.notes
         try:
@@ -294,7 +293,7 @@ async def _judge_separately(
             # What the agent left is its doing: judged without it (as Harbor's best-effort
             # artifact copy goes on), never an infra error that would drop the trial. A
             # root agent's session can fail in any way (it may have killed its runner).
-            if not (agent_root or isinstance(exc, PayloadTooLargeError)):
+            if not (task.root_agent or isinstance(exc, PayloadTooLargeError)):
                 raise
             notes.append(f"the agent's artifacts were not handed to the verifier: {exc}")
         try:

@@ -353,14 +353,6 @@ async def _run_trial(env: _Trial, task: Task, epoch: int) -> dict[str, Any]:
     return record
 
 
-def _root_agent_ended_its_container(task: Task, crash: BaseException) -> bool:
-    return (
-        isinstance(crash, ContainerLostError | NotFoundError)
-        and task.environment is not None
-        and task.environment.root
-    )
-
-
 async def _trial_body(
     env: _Trial,
     task: Task,
@@ -419,7 +411,7 @@ async def _trial_body(
         outcome = Outcome.AGENT_TIMEOUT
     elif tools.exhausted:
         outcome = Outcome.BUDGET_EXHAUSTED
-    elif crash is not None and _root_agent_ended_its_container(task, crash):
+    elif task.root_agent and isinstance(crash, ContainerLostError | NotFoundError):
         # Root in its own container can end it (kill the runner): that is the agent's
         # doing, judged (on what could be handed over), never an infra error to retry.
         record["agent_error"] = f"the root agent's container ended: {crash}"

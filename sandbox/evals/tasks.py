@@ -271,6 +271,11 @@ class Task:
         return self.config.difficulty or "unrated"
 
     @property
+    def root_agent(self) -> bool:
+        """The agent runs as root (its environment asks for it; gVisor only)."""
+        return self.environment is not None and self.environment.root
+
+    @property
     def needs_own_environment(self) -> str | None:
         """Why this task needs the environment builder; None when it runs on ``config.image``.
 

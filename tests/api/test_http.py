@@ -555,14 +555,7 @@ def test_pool_shape(http: httpx.Client) -> None:
     group = default_group(body)
     for other in body["groups"]:  # a task environment's policy is derived: BASE.env-ID
         base = other["policy"].split(".env-")[0]
-        assert base in (
-            "default",
-            "strict",
-            "gvisor",
-            "harbor",
-            "harbor-gvisor",
-            "harbor-verifier",
-        ), other
+        assert base in {path.stem for path in (REPO / "policies").glob("*.yaml")}, other
     shipped = load_policy(REPO / "policies" / "default.yaml").pool
     assert group["warm_target"] == shipped.warm
     assert group["max"] == shipped.max

@@ -300,11 +300,12 @@ def build_task(parts: HarborParts, *, source: str) -> Task:
         }
     )
     verifier, artifacts, tests_workdir = _separate(parts, agent_paths, source)
+    root_tests = parts.root or parts.verifier_root
     if verifier is None:
         tests_workdir = WORKSPACE if on_builtin or workdir is None else workdir
-        if parts.root or parts.verifier_root:
+        if root_tests:
             verifier, artifacts = _root_verifier(parts, spec, tests_workdir)
-    elif parts.root or parts.verifier_root:
+    elif root_tests:
         verifier = verifier.model_copy(update={"root": True, "base_policy": ROOT_POLICY})
     image: Literal["python", "polyglot"] = "polyglot" if builtin == "polyglot" else "python"
     if len(instruction) > MAX_INSTRUCTION_CHARS:
